@@ -1,0 +1,562 @@
+"""HierarchyEnv: many env copies under a layered team, as arrays per layer.
+
+One env step: layers whose interval has come decide top-down (each decision's goals are grounded
+into the children's observations), units act, the env steps, then rewards and deaths flow
+bottom-up and each layer's semi-MDP transitions accrue `sum gamma^i r` and close with discount
+`gamma^k` (shorter, or 0, when the episode or the node ends inside the interval).
+
+Decision slots: a bottom-layer slot is a unit; an upper-layer slot is a node (`broadcast`) or a
+(parent, child position) pair (`per_child`). `step_iter()` is a generator that yields one
+`Decision` per deciding layer and receives that layer's actions, so a trainer batches one forward
+pass per layer per step, and a single-layer view can pause at its own layer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generator
+
+import gymnasium as gym
+import numpy as np
+
+from . import aggregate as agg
+from .errors import ScenarioError
+from .graph import AgentGraph, spatial_groups
+from .scenario import Layer, LayerContext, Scenario
+from .vecenv import BatchedEnv, EnvStep, PettingZooBatch, random_opponent
+
+
+@dataclass
+class LayerInfo:
+    """Static description of one layer's decision slots, spaces and schedule."""
+
+    name: str
+    index: int
+    interval: int
+    nodes: list
+    slot_names: list[str]
+    choice: str | None                 # None for the bottom layer
+    obs_space: gym.spaces.Box          # the decision input of one slot
+    action_space: gym.Space            # env actions (bottom) or the children's goal space
+    feature_space: gym.spaces.Box      # a node's own features
+    goal_feature_space: gym.spaces.Box | None
+    max_children: int
+    slot_roles: np.ndarray             # [S] int: unit index (bottom/broadcast) or child position (per_child)
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.slot_names)
+
+    @property
+    def obs_dim(self) -> int:
+        return int(self.obs_space.shape[0])
+
+
+@dataclass
+class Decision:
+    """A request for one layer's actions: obs [E, S, D] for the slots where mask [E, S] is True."""
+
+    layer: int
+    obs: np.ndarray
+    mask: np.ndarray
+    action_mask: np.ndarray | None = None
+    t: np.ndarray | None = None
+
+
+@dataclass
+class LayerStep:
+    """Transitions of one layer that closed at this env step, arrays [E, S]."""
+
+    closed: np.ndarray
+    reward: np.ndarray
+    discount: np.ndarray       # gamma^k' for a continuing or truncated slot, 0 when terminal
+    terminal: np.ndarray
+    truncated: np.ndarray      # closed by a time limit: bootstrap from final_obs
+    final_obs: np.ndarray | None = None
+
+
+@dataclass
+class StepResult:
+    layers: list[LayerStep]
+    env_rewards: np.ndarray    # [E, U] raw env rewards of the units
+    done: np.ndarray           # [E] episodes that ended at this step
+    episodes: list[dict] = field(default_factory=list)
+
+
+Policy = Callable[[Decision], np.ndarray]
+
+
+def _concat_boxes(*boxes: gym.spaces.Box) -> gym.spaces.Box:
+    low = np.concatenate([b.low.reshape(-1) for b in boxes]).astype(np.float32)
+    high = np.concatenate([b.high.reshape(-1) for b in boxes]).astype(np.float32)
+    return gym.spaces.Box(low, high, dtype=np.float32)
+
+
+def _with_zero(box: gym.spaces.Box) -> gym.spaces.Box:
+    return gym.spaces.Box(np.minimum(box.low, 0), np.maximum(box.high, 0), dtype=np.float32)
+
+
+class HierarchyEnv:
+    """E copies of a scenario's env with its agent graph and layers; see the module docstring."""
+
+    def __init__(self, scenario: Scenario, cfg: Any = None, n_envs: int = 1, seed: int | None = None,
+                 autoreset: bool = True, env: BatchedEnv | None = None) -> None:
+        self.scenario = scenario
+        self.cfg = cfg if cfg is not None else scenario.make_config()
+        self.n_envs = n_envs
+        self.autoreset = autoreset
+        self.gamma = float(self.cfg.gamma)
+        self.specs: list[Layer] = scenario.build_layers(self.cfg)
+        self.env = env if env is not None else make_batched_env(scenario, self.cfg, n_envs, seed)
+        self.graph = build_graph(scenario, self.cfg, self.env.units, self._opponent_names(), self.specs)
+        self._seed = seed
+        self._build_topology()
+        self.info = self._build_infos()
+        self.reset(seed)
+
+    # ---- construction ----------------------------------------------------------------------
+    def _opponent_names(self) -> list[str]:
+        env = self.env
+        return list(getattr(env, "opponents", []))
+
+    def _build_topology(self) -> None:
+        g, E = self.graph, self.n_envs
+        names = g.layers
+        self.n_layers = len(names)
+        self.idx: list[np.ndarray | None] = []
+        self.struct: list[np.ndarray | None] = []
+        for name in names[:-1]:
+            idx, mask = g.child_index(name)
+            self.idx.append(np.repeat(idx[None], E, axis=0))
+            self.struct.append(np.repeat(mask[None], E, axis=0))
+        self.idx.append(None)
+        self.struct.append(None)
+        self.parent: list[np.ndarray | None] = [None]
+        self.pos: list[np.ndarray | None] = [None]
+        for i in range(1, self.n_layers):
+            self.parent.append(np.zeros((E, len(g.nodes(names[i]))), dtype=np.int64))
+            self.pos.append(np.zeros_like(self.parent[-1]))
+            self._refresh_parents(i, np.ones(E, dtype=bool))
+
+    def _refresh_parents(self, i: int, envs: np.ndarray) -> None:
+        """parent / position-in-parent of layer i's nodes from layer i-1's child index."""
+        idx, struct = self.idx[i - 1], self.struct[i - 1]
+        n, c = idx.shape[1], idx.shape[2]
+        for e in np.flatnonzero(envs):
+            rows, cols = np.nonzero(struct[e])
+            self.parent[i][e, idx[e, rows, cols]] = rows
+            self.pos[i][e, idx[e, rows, cols]] = cols
+
+    def _feature_space(self, i: int) -> gym.spaces.Box:
+        spec = self.specs[i]
+        if i == self.n_layers - 1:
+            box = self.env.obs_space
+        elif spec.observe is not None:
+            box = spec.observe_space
+        else:
+            below = _with_zero(self._fspaces[i + 1])
+            box = _concat_boxes(below, below, gym.spaces.Box(0.0, 1.0, (1,), np.float32))
+        if spec.use_state:
+            if self.env.state_space is None:
+                raise ScenarioError(f"layer {spec.name!r} has use_state=True but the env has no state()",
+                                    "set use_state=False or give the env a state_space and state()",
+                                    where=f"scenario {self.scenario.name!r}")
+            box = _concat_boxes(box, self.env.state_space)
+        return box
+
+    def _goal_feature_space(self, i: int) -> gym.spaces.Box | None:
+        if i == 0:
+            return None
+        parent = self.specs[i - 1]
+        if parent.goal_features_space is not None:
+            return parent.goal_features_space
+        space = parent.goal_space
+        if isinstance(space, gym.spaces.Discrete):
+            return gym.spaces.Box(0.0, 1.0, (int(space.n),), np.float32)
+        return gym.spaces.Box(space.low.reshape(-1).astype(np.float32), space.high.reshape(-1).astype(np.float32),
+                              dtype=np.float32)
+
+    def _build_infos(self) -> list[LayerInfo]:
+        g = self.graph
+        self._fspaces: list[gym.spaces.Box] = [None] * self.n_layers  # type: ignore[list-item]
+        for i in reversed(range(self.n_layers)):
+            self._fspaces[i] = self._feature_space(i)
+        infos = []
+        for i, spec in enumerate(self.specs):
+            nodes = g.nodes(spec.name)
+            gspace = self._goal_feature_space(i)
+            own = _concat_boxes(self._fspaces[i], gspace) if gspace is not None else self._fspaces[i]
+            bottom = i == self.n_layers - 1
+            c = 0 if bottom else self.idx[i].shape[2]
+            if bottom:
+                slots, obs, act, choice = [str(n) for n in nodes], own, self.env.action_space, None
+                roles = np.arange(len(nodes))
+            elif spec.choice == "per_child":
+                slots = [f"{n}/{j}" for n in nodes for j in range(c)]
+                obs = _concat_boxes(own, self._fspaces[i + 1], gym.spaces.Box(0.0, 1.0, (c,), np.float32))
+                act, choice = spec.goal_space, "per_child"
+                roles = np.tile(np.arange(c), len(nodes))
+            else:
+                slots, obs, act, choice = [str(n) for n in nodes], own, spec.goal_space, "broadcast"
+                roles = np.arange(len(nodes))
+            infos.append(LayerInfo(spec.name, i, spec.interval, nodes, slots, choice, obs, act, self._fspaces[i],
+                                   gspace, c, roles))
+        return infos
+
+    # ---- state -----------------------------------------------------------------------------
+    def _reset_state(self, envs: np.ndarray) -> None:
+        """Fresh episode bookkeeping for the copies in envs [E] (the env itself already reset)."""
+        E = self.n_envs
+        if not hasattr(self, "t"):
+            self.t = np.zeros(E, dtype=np.int64)
+            self.goals: list[np.ndarray | None] = [None]
+            for i in range(1, self.n_layers):
+                space = self.specs[i - 1].goal_space
+                n = len(self.info[i].nodes)
+                if isinstance(space, gym.spaces.Discrete):
+                    self.goals.append(np.zeros((E, n), dtype=np.int64))
+                else:
+                    self.goals.append(np.zeros((E, n) + space.shape, dtype=np.float32))
+            S = [inf.n_slots for inf in self.info]
+            N = [len(inf.nodes) for inf in self.info]
+            self.open = [np.zeros((E, s), dtype=bool) for s in S]
+            self.acc_r = [np.zeros((E, s), dtype=np.float64) for s in S]
+            self.acc_d = [np.ones((E, s), dtype=np.float64) for s in S]
+            self.goal_set = [np.zeros((E, n), dtype=bool) for n in N]
+            self.achieved = [np.zeros((E, n), dtype=bool) for n in N]
+            self.ep_return = [np.zeros((E, n), dtype=np.float64) for n in N]
+            self.unit_env_return = np.zeros((E, N[-1]), dtype=np.float64)
+            self.goal_stats = [[0, 0] for _ in N]      # per layer: [goals finished, goals achieved]
+            self._env_actions = None
+        self.t[envs] = 0
+        for i in range(self.n_layers):
+            self.open[i][envs] = False
+            self.acc_r[i][envs] = 0.0
+            self.acc_d[i][envs] = 1.0
+            self.goal_set[i][envs] = False
+            self.achieved[i][envs] = False
+            self.ep_return[i][envs] = 0.0
+            if self.goals[i] is not None:
+                self.goals[i][envs] = 0
+        self.unit_env_return[envs] = 0.0
+        self._regroup(envs)
+
+    def _regroup(self, envs: np.ndarray) -> None:
+        spatial = self.graph.spatial
+        if spatial is None or self.n_layers < 2 or not envs.any():
+            return
+        if self.scenario.positions is None:
+            raise ScenarioError("the graph groups units spatially but the scenario gives no positions(env)",
+                                "add positions=lambda env: array [E, U, 2] to the Scenario",
+                                where=f"scenario {self.scenario.name!r}")
+        pos = np.asarray(self.scenario.positions(self.env))
+        i = self.n_layers - 2
+        n_groups = self.idx[i].shape[1]
+        for e in np.flatnonzero(envs):
+            group = np.minimum(spatial_groups(pos[e], spatial.group_size), n_groups - 1)
+            self.struct[i][e] = False
+            fill = np.zeros(n_groups, dtype=np.int64)
+            for u, gidx in enumerate(group):
+                if fill[gidx] < self.idx[i].shape[2]:
+                    self.idx[i][e, gidx, fill[gidx]] = u
+                    self.struct[i][e, gidx, fill[gidx]] = True
+                    fill[gidx] += 1
+        self._refresh_parents(i + 1, envs)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Start new episodes in every copy."""
+        self.env.reset(seed=self._seed if seed is None else seed)
+        self._reset_state(np.ones(self.n_envs, dtype=bool))
+        self._compute_features()
+
+    # ---- observations ----------------------------------------------------------------------
+    def _compute_features(self) -> None:
+        """Bottom-up: units' env observations, then each parent's features over living children."""
+        L = self.n_layers
+        self.feat: list[np.ndarray] = [None] * L  # type: ignore[list-item]
+        self.alive: list[np.ndarray] = [None] * L  # type: ignore[list-item]
+        self.feat[-1] = self.env.obs
+        self.alive[-1] = self.env.alive.copy()
+        state = None
+        for i in reversed(range(L - 1)):
+            idx, struct = self.idx[i], self.struct[i]
+            live = struct & agg.gather_children(self.alive[i + 1], idx)
+            self.alive[i] = live.any(axis=2)
+            spec = self.specs[i]
+            if spec.observe is not None:
+                ctx = LayerContext(None, self.alive[i], self.goals[i], None, self.t, self.env,  # type: ignore[arg-type]
+                                   agg.gather_children(self.feat[i + 1], idx), live)
+                f = np.asarray(spec.observe(ctx), dtype=np.float32)
+            else:
+                f = agg.default_features(self.feat[i + 1], self.alive[i + 1], idx, struct)
+            self.feat[i] = f
+        for i, spec in enumerate(self.specs):
+            if spec.use_state:
+                state = self.env.state() if state is None else state
+                s = np.broadcast_to(state[:, None, :], self.feat[i].shape[:2] + state.shape[1:])
+                self.feat[i] = np.concatenate([self.feat[i], s.astype(np.float32)], axis=2)
+        self._goal_feat: list[np.ndarray | None] = [None] * L
+
+    def goal_features(self, i: int) -> np.ndarray | None:
+        """Goals of layer i's nodes grounded on their current features [E, N, F] (cached per step)."""
+        if i == 0:
+            return None
+        if self._goal_feat[i] is None:
+            parent = self.specs[i - 1]
+            goals = self.goals[i]
+            if parent.goal_features is not None:
+                ctx = LayerContext(self.feat[i], self.alive[i], goals, None, self.t, self.env)
+                out = np.asarray(parent.goal_features(goals, ctx), dtype=np.float32)
+                want = (self.n_envs, len(self.info[i].nodes), self.info[i].goal_feature_space.shape[0])
+                if out.shape != want:
+                    raise ScenarioError(f"goal_features of layer {parent.name!r} returned shape {out.shape}, "
+                                        f"expected {want}", "return [E, N_children, F] matching goal_features_space",
+                                        where=f"scenario {self.scenario.name!r}")
+            elif isinstance(parent.goal_space, gym.spaces.Discrete):
+                out = agg.one_hot(goals, int(parent.goal_space.n))
+            else:
+                out = goals.reshape(goals.shape[0], goals.shape[1], -1).astype(np.float32)
+            self._goal_feat[i] = out
+        return self._goal_feat[i]
+
+    def node_obs(self, i: int) -> np.ndarray:
+        """Layer i's node observations [E, N, D]: own features plus grounded goal."""
+        g = self.goal_features(i)
+        return self.feat[i] if g is None else np.concatenate([self.feat[i], g], axis=2)
+
+    def decision_obs(self, i: int) -> np.ndarray:
+        """The policy input of every slot of layer i [E, S, D]."""
+        own = self.node_obs(i)
+        if self.info[i].choice != "per_child":
+            return own
+        idx = self.idx[i]
+        E, N, C = idx.shape
+        child = agg.gather_children(self.feat[i + 1], idx)                    # [E, N, C, Dc]
+        parent = np.broadcast_to(own[:, :, None, :], (E, N, C, own.shape[2]))
+        onehot = np.broadcast_to(np.eye(C, dtype=np.float32)[None, None], (E, N, C, C))
+        return np.concatenate([parent, child, onehot], axis=3).reshape(E, N * C, -1)
+
+    def slot_alive(self, i: int) -> np.ndarray:
+        """Slots of layer i whose node (and child, for per_child) is alive [E, S]."""
+        if self.info[i].choice != "per_child":
+            return self.alive[i]
+        live = self.struct[i] & agg.gather_children(self.alive[i + 1], self.idx[i])
+        return live.reshape(self.n_envs, -1)
+
+    def _slot_view(self, i: int, node_values: np.ndarray) -> np.ndarray:
+        """Node values [E, N] as slot values [E, S] (per_child pairs take their parent's value)."""
+        if self.info[i].choice != "per_child":
+            return node_values
+        return np.repeat(node_values, self.idx[i].shape[2], axis=1)
+
+    def _slot_of_child(self, i: int) -> np.ndarray:
+        """For layer i+1's nodes, the slot of layer i that sets their goal [E, Nc]."""
+        if self.info[i].choice == "per_child":
+            return self.parent[i + 1] * self.idx[i].shape[2] + self.pos[i + 1]
+        return self.parent[i + 1]
+
+    # ---- stepping --------------------------------------------------------------------------
+    def step(self, act: Policy) -> StepResult:
+        """One env step for every copy, asking `act(decision)` for each deciding layer."""
+        gen = self.step_iter()
+        try:
+            decision = next(gen)
+            while True:
+                decision = gen.send(act(decision))
+        except StopIteration as stop:
+            return stop.value
+
+    def step_iter(self) -> Generator[Decision, np.ndarray, StepResult]:
+        """Yield a Decision per deciding layer (top-down), receive its actions, return the StepResult."""
+        E, L = self.n_envs, self.n_layers
+        if self._env_actions is None:
+            self._env_actions = self._empty_env_actions()
+        for i, spec in enumerate(self.specs):
+            due = (self.t % spec.interval) == 0
+            if not due.any():
+                continue
+            mask = due[:, None] & self.slot_alive(i)
+            amask = self.env.action_mask if i == L - 1 else None
+            actions = yield Decision(i, self.decision_obs(i), mask, amask, self.t)
+            actions = self._check_actions(i, actions)
+            self.open[i] |= mask
+            self.acc_r[i][mask] = 0.0
+            self.acc_d[i][mask] = 1.0
+            if i == L - 1:
+                self._env_actions[mask] = actions[mask]
+            else:
+                self._assign_goals(i, actions, mask)
+        return self._advance()
+
+    def _empty_env_actions(self) -> np.ndarray:
+        space = self.env.action_space
+        shape = (self.n_envs, len(self.env.units)) + tuple(space.shape or ())
+        return np.zeros(shape, dtype=space.dtype if space.dtype is not None else np.int64)
+
+    def _check_actions(self, i: int, actions: Any) -> np.ndarray:
+        a = np.asarray(actions)
+        info = self.info[i]
+        want = (self.n_envs, info.n_slots) + tuple(info.action_space.shape or ())
+        if a.shape != want:
+            raise ValueError(f"layer {info.name!r} got actions of shape {a.shape}, expected {want}")
+        return a
+
+    def _assign_goals(self, i: int, actions: np.ndarray, mask: np.ndarray) -> None:
+        c = i + 1
+        slot = self._slot_of_child(i)
+        upd = np.take_along_axis(mask, slot, axis=1) & self.alive[c]
+        new = np.take_along_axis(actions, slot.reshape(slot.shape + (1,) * (actions.ndim - 2)), axis=1)
+        self._finish_goals(c, upd)
+        self.goals[c][upd] = new[upd]
+        self.goal_set[c][upd] = True
+        self.achieved[c][upd] = False
+        self._goal_feat[c] = None
+
+    def _finish_goals(self, c: int, which: np.ndarray) -> None:
+        """Count the goals of layer c's nodes in `which` that end now (replaced or episode over)."""
+        ending = which & self.goal_set[c]
+        self.goal_stats[c][0] += int(ending.sum())
+        self.goal_stats[c][1] += int((ending & self.achieved[c]).sum())
+        self.goal_set[c][which] = False
+
+    def _advance(self) -> StepResult:
+        E, L = self.n_envs, self.n_layers
+        pre_alive = [a.copy() for a in self.alive]
+        step: EnvStep = self.env.step(self._env_actions)
+        self._compute_features()
+        # rewards bottom-up: the env (team) reward of each node, then its weighted layer reward
+        ext: list[np.ndarray] = [None] * L  # type: ignore[list-item]
+        ext[-1] = np.where(pre_alive[-1], step.rewards, 0.0)
+        trunc: list[np.ndarray] = [None] * L  # type: ignore[list-item]
+        trunc[-1] = step.truncated & pre_alive[-1]
+        for i in reversed(range(L - 1)):
+            ext[i] = agg.sum_children(ext[i + 1], self.idx[i], self.struct[i])
+            trunc[i] = agg.any_children(trunc[i + 1], self.idx[i], self.struct[i])
+        self.unit_env_return += ext[-1]
+        done = step.done
+        results = []
+        for i, spec in enumerate(self.specs):
+            ctx = LayerContext(self.feat[i], pre_alive[i], self.goals[i], self.goal_features(i), self.t, self.env)
+            reward = spec.w_ext * ext[i]
+            if spec.intrinsic is not None and spec.w_int != 0.0:
+                reward = reward + spec.w_int * np.asarray(spec.intrinsic(ctx), dtype=np.float64)
+            reward = np.where(pre_alive[i], reward, 0.0)
+            self.ep_return[i] += reward
+            if i > 0 and self.specs[i - 1].goal_success is not None:
+                ok = np.asarray(self.specs[i - 1].goal_success(ctx), dtype=bool)
+                self.achieved[i] |= ok & pre_alive[i] & self.goal_set[i]
+            results.append(self._close(i, self._slot_view(i, reward), done, trunc))
+        episodes = []
+        if done.any():
+            for i in range(1, L):
+                self._finish_goals(i, done[:, None] & np.ones_like(self.goal_set[i]))
+            episodes = [self._episode_stats(e) for e in np.flatnonzero(done)]
+        self.t += 1
+        if done.any() and self.autoreset:
+            self.env.reset_done(done)
+            self._reset_state(done)
+            self._compute_features()
+        return StepResult(results, step.rewards, done, episodes)
+
+    def _close(self, i: int, slot_reward: np.ndarray, done: np.ndarray, trunc: list[np.ndarray]) -> LayerStep:
+        """Accrue this step's reward on open slots of layer i and close the finished transitions."""
+        open_ = self.open[i]
+        self.acc_r[i] += np.where(open_, self.acc_d[i] * slot_reward, 0.0)
+        self.acc_d[i] = np.where(open_, self.acc_d[i] * self.gamma, self.acc_d[i])
+        ended = open_ & (done[:, None] | ~self.slot_alive(i))
+        boundary = ((self.t + 1) % self.specs[i].interval) == 0
+        closed = ended | (open_ & boundary[:, None])
+        if self.info[i].choice == "per_child":
+            slot_trunc = agg.gather_children(trunc[i + 1], self.idx[i]).reshape(self.n_envs, -1)
+        else:
+            slot_trunc = trunc[i]
+        truncated = ended & slot_trunc
+        terminal = ended & ~truncated
+        final_obs = self.decision_obs(i) if truncated.any() else None
+        out = LayerStep(closed, self.acc_r[i].astype(np.float32), np.where(terminal, 0.0, self.acc_d[i]).astype(np.float32),
+                        terminal, truncated, final_obs)
+        self.open[i] = open_ & ~closed
+        return out
+
+    def _episode_stats(self, e: int) -> dict:
+        stats: dict[str, Any] = {"env": int(e), "length": int(self.t[e] + 1),
+                                 "team_return": float(self.unit_env_return[e].sum())}
+        for i, spec in enumerate(self.specs):
+            stats[f"return/{spec.name}"] = float(self.ep_return[i][e].mean())
+        stats["node_returns"] = {spec.name: self.ep_return[i][e].copy() for i, spec in enumerate(self.specs)}
+        stats["unit_env_returns"] = self.unit_env_return[e].copy()
+        stats["members"] = {spec.name: self._members(i, e) for i, spec in enumerate(self.specs)}
+        stats.update(self.env.episode_info(int(e)))
+        return stats
+
+    def _members(self, i: int, e: int) -> list[list[int]]:
+        """Unit indices under each node of layer i in copy e (this episode's grouping)."""
+        groups = [[u] for u in range(len(self.info[-1].nodes))]
+        for j in reversed(range(i, self.n_layers - 1)):
+            idx, struct = self.idx[j][e], self.struct[j][e]
+            groups = [sum((groups[idx[n, c]] for c in range(idx.shape[1]) if struct[n, c]), [])
+                      for n in range(idx.shape[0])]
+        return groups
+
+    def pop_goal_stats(self) -> dict[str, float]:
+        """Goal success rate per layer since the last call (layers that receive goals)."""
+        out = {}
+        for i in range(1, self.n_layers):
+            n, ok = self.goal_stats[i]
+            if n:
+                out[self.specs[i].name] = ok / n
+            self.goal_stats[i] = [0, 0]
+        return out
+
+    def close(self) -> None:
+        self.env.close()
+
+
+# ---- building pieces from a scenario ---------------------------------------------------------
+def make_batched_env(scenario: Scenario, cfg: Any, n_envs: int, seed: int | None) -> BatchedEnv:
+    """The scenario's native batched env, or copies of its PettingZoo env in a PettingZooBatch."""
+    where = f"scenario {scenario.name!r}"
+    if scenario.batched_env is not None:
+        env = _call(lambda: scenario.batched_env(cfg, n_envs, seed), "batched_env(cfg, n_envs, seed)", where)
+    else:
+        probe = _call(lambda: scenario.env(cfg), "env(cfg)", where)
+        agents = list(probe.possible_agents)
+        probe.close()
+        graph = _call(lambda: scenario.graph(cfg, agents), "graph(cfg, agents)", where)
+        opp = scenario.opponents
+        opponent = None
+        if opp is not None:
+            opponent = lambda i, e: opp.controller(cfg, e)  # noqa: E731
+        elif set(agents) - set(graph.units):
+            opponent = random_opponent(seed or 0)
+        env = PettingZooBatch(lambda: scenario.env(cfg), graph.units, n_envs, opponent)
+    return env
+
+
+def build_graph(scenario: Scenario, cfg: Any, units: list[str], opponents: list[str],
+                specs: list[Layer]) -> AgentGraph:
+    """The scenario's graph, validated against the env's agents and the layer specs."""
+    where = f"scenario {scenario.name!r}"
+    env_agents = list(units) + list(opponents)
+    graph = _call(lambda: scenario.graph(cfg, env_agents), "graph(cfg, agents)", where)
+    if not isinstance(graph, AgentGraph):
+        raise ScenarioError(f"graph(cfg, agents) returned a {type(graph).__name__}, not an AgentGraph",
+                            "return AgentGraph(...) or AgentGraph.groups(...)", where=where)
+    try:
+        graph.validate(env_agents, opponents, [s.name for s in specs])
+    except ScenarioError as exc:
+        raise ScenarioError(exc.problem, exc.fix, where=where) from None
+    if list(graph.units) != list(units):
+        raise ScenarioError(f"the graph's units {list(graph.units)[:6]} are not in the env's agent order "
+                            f"{list(units)[:6]}", "list the leaves in the env's possible_agents order", where=where)
+    return graph
+
+
+def _call(fn: Callable[[], Any], what: str, where: str) -> Any:
+    try:
+        return fn()
+    except ScenarioError:
+        raise
+    except Exception as exc:
+        raise ScenarioError(f"{what} raised {type(exc).__name__}: {exc}",
+                            f"fix the scenario's {what.split('(')[0]} function (run with --debug for the traceback)",
+                            where=where) from exc
