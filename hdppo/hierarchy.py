@@ -318,6 +318,15 @@ class HierarchyEnv:
             self._goal_feat[i] = out
         return self._goal_feat[i]
 
+    def context(self, i: int, alive: np.ndarray | None = None) -> LayerContext:
+        """What layer i's hooks see now: features, goals (raw and grounded), children of upper layers."""
+        ctx = LayerContext(self.feat[i], self.alive[i] if alive is None else alive, self.goals[i],
+                           self.goal_features(i), self.t, self.env)
+        if i < self.n_layers - 1:
+            ctx.child_features = agg.gather_children(self.feat[i + 1], self.idx[i])
+            ctx.child_alive = self.struct[i] & agg.gather_children(self.alive[i + 1], self.idx[i])
+        return ctx
+
     def node_obs(self, i: int) -> np.ndarray:
         """Layer i's node observations [E, N, D]: own features plus grounded goal."""
         g = self.goal_features(i)
@@ -435,7 +444,7 @@ class HierarchyEnv:
         done = step.done
         results = []
         for i, spec in enumerate(self.specs):
-            ctx = LayerContext(self.feat[i], pre_alive[i], self.goals[i], self.goal_features(i), self.t, self.env)
+            ctx = self.context(i, pre_alive[i])
             reward = spec.w_ext * ext[i]
             if spec.intrinsic is not None and spec.w_int != 0.0:
                 reward = reward + spec.w_int * np.asarray(spec.intrinsic(ctx), dtype=np.float64)

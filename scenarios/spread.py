@@ -1,0 +1,96 @@
+"""spread: MPE2 simple_spread with 6 agents and 6 landmarks; 2 squads of 3 under one commander.
+
+The commander gives each squad a subset of landmarks (grounded as vectors from the squad's centroid
+to those landmarks); a squad gives each unit one landmark (grounded as the vector from the unit to
+it); units move and are rewarded for closing in on their landmark on top of the env's reward.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium import spaces
+
+from hdppo.graph import AgentGraph
+from hdppo.scenario import Layer, LayerContext, Scenario, ScenarioConfig
+
+LANDMARK_OFFSET = 4      # unit obs: vel(2), pos(2), landmark - pos (2 per landmark), others, comm
+REACHED = 0.1            # a landmark counts as covered within this distance (MPE landmark size x2)
+
+
+@dataclass
+class SpreadConfig(ScenarioConfig):
+    n_agents: int = 6
+    squad_size: int = 3
+    layers: int = 3              # 3: commander/squads/units, 2: commander/units, 1: flat units
+    max_cycles: int = 50
+    local_ratio: float = 0.5
+
+
+def make_env(cfg: SpreadConfig):
+    from mpe2 import simple_spread_v3
+    return simple_spread_v3.parallel_env(N=cfg.n_agents, local_ratio=cfg.local_ratio, max_cycles=cfg.max_cycles,
+                                         continuous_actions=False)
+
+
+def make_graph(cfg: SpreadConfig, agents: list[str]) -> AgentGraph:
+    if cfg.layers == 1:
+        return AgentGraph.groups(agents)
+    if cfg.layers == 2:
+        return AgentGraph.groups(agents, [], layers=("high", "low"))
+    return AgentGraph.groups(agents, [cfg.squad_size])
+
+
+def _landmark_vectors(features: np.ndarray, n: int) -> np.ndarray:
+    """[..., D] unit (or mean-of-units) features -> [..., n, 2] vectors to each landmark."""
+    return features[..., LANDMARK_OFFSET:LANDMARK_OFFSET + 2 * n].reshape(features.shape[:-1] + (n, 2))
+
+
+def make_layers(cfg: SpreadConfig) -> list[Layer]:
+    n = cfg.n_agents
+    subsets = np.array(list(itertools.combinations(range(n), cfg.squad_size)), dtype=np.int64)
+
+    def unit_goal(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        vec = _landmark_vectors(ctx.features, n)                          # [E, U, n, 2]
+        return np.take_along_axis(vec, goals[..., None, None], axis=2)[:, :, 0]
+
+    def unit_reached(ctx: LayerContext) -> np.ndarray:
+        return np.linalg.norm(ctx.goal_features, axis=-1) < REACHED
+
+    def unit_intrinsic(ctx: LayerContext) -> np.ndarray:
+        return -np.linalg.norm(ctx.goal_features, axis=-1)
+
+    low = Layer("low", interval=1, intrinsic=unit_intrinsic, w_int=0.1)
+    if cfg.layers == 1:
+        return [low]
+
+    unit_goal_space = dict(goal_space=spaces.Discrete(n), goal_features=unit_goal,
+                           goal_features_space=spaces.Box(-np.inf, np.inf, (2,), np.float32), goal_success=unit_reached)
+    if cfg.layers == 2:
+        return [Layer("high", interval=5, **unit_goal_space), low]
+
+    def squad_goal(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        centroid_vec = _landmark_vectors(ctx.features, n)                 # mean part comes first
+        chosen = subsets[goals]                                           # [E, S, k]
+        vec = np.take_along_axis(centroid_vec, chosen[..., None], axis=2)  # [E, S, k, 2]
+        return vec.reshape(vec.shape[0], vec.shape[1], -1)
+
+    def squad_covered(ctx: LayerContext) -> np.ndarray:
+        vec = _landmark_vectors(ctx.child_features, n)                    # [E, S, C, n, 2]
+        dist = np.linalg.norm(vec, axis=-1)
+        dist = np.where(ctx.child_alive[..., None], dist, np.inf).min(axis=2)   # [E, S, n]
+        chosen = subsets[ctx.goals]
+        return (np.take_along_axis(dist, chosen, axis=2) < REACHED).all(axis=2)
+
+    high = Layer("high", interval=10, goal_space=spaces.Discrete(len(subsets)), goal_features=squad_goal,
+                 goal_features_space=spaces.Box(-np.inf, np.inf, (2 * cfg.squad_size,), np.float32),
+                 goal_success=squad_covered)
+    mid = Layer("mid", interval=5, **unit_goal_space)
+    return [high, mid, low]
+
+
+SCENARIO = Scenario(
+    name="spread",
+    description="MPE2 simple_spread, 6 agents / 6 landmarks: commander -> 2 squads of 3 -> units",
+    env=make_env, graph=make_graph, layers=make_layers, config=SpreadConfig)
