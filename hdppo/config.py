@@ -6,6 +6,7 @@ Dotted keys reach nested dataclasses and dict fields (`w_int.low=0.5`, `ppo.lr=1
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -160,10 +161,10 @@ def coerce(raw: Any, hint: Any, key: str) -> Any:
         try:
             value = hint(raw) if hint is float else _to_int(raw)
         except (TypeError, ValueError):
-            raise ConfigError(f"value {raw!r} for {key!r} is not a {hint.__name__}",
+            raise ConfigError(f"value {raw!r} for {key!r} is not {'an integer' if hint is int else 'a number'}",
                               f"pass a {hint.__name__}, e.g. {key}=3") from None
-        if hint is float and value != value:
-            raise ConfigError(f"value {raw!r} for {key!r} is NaN", "pass a finite number")
+        if hint is float and not math.isfinite(value):
+            raise ConfigError(f"value {raw!r} for {key!r} is not finite", "pass a finite number")
         return value
     if hint is str:
         return str(raw)

@@ -98,6 +98,9 @@ class AgentGraph:
     def by_attribute(cls, units: Sequence[Node], key: Callable[[Node], Hashable] | Mapping[Node, Hashable],
                      layers: Sequence[str] = ("high", "mid", "low")) -> "AgentGraph":
         """Group units by an attribute (team, type, ...): one mid node per value under one top node."""
+        if len(layers) != 3:
+            raise GraphError(f"by_attribute builds 3 layers but got layer names {tuple(layers)}",
+                             "pass three names, top to bottom, e.g. ('high', 'mid', 'low')")
         get = key.__getitem__ if isinstance(key, Mapping) else key
         g = nx.DiGraph()
         top = f"{layers[0]}_0"

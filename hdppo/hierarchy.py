@@ -22,7 +22,7 @@ from . import aggregate as agg
 from .errors import ScenarioError
 from .graph import AgentGraph, spatial_groups
 from .scenario import Layer, LayerContext, Scenario
-from .vecenv import BatchedEnv, EnvStep, PettingZooBatch, random_opponent
+from .vecenv import BatchedEnv, EnvStep, PettingZooBatch
 
 
 @dataclass
@@ -106,18 +106,17 @@ class HierarchyEnv:
         self.autoreset = autoreset
         self.gamma = float(self.cfg.gamma)
         self.specs: list[Layer] = scenario.build_layers(self.cfg)
-        self.env = env if env is not None else make_batched_env(scenario, self.cfg, n_envs, seed)
-        self.graph = build_graph(scenario, self.cfg, self.env.units, self._opponent_names(), self.specs)
-        self._seed = seed
+        if env is None:
+            self.env, self.graph = make_env_and_graph(scenario, self.cfg, n_envs, seed, self.specs)
+        else:
+            self.env = env
+            opponents = list(getattr(env, "opponents", []))
+            self.graph = build_graph(scenario, self.cfg, list(env.units) + opponents, opponents, self.specs)
         self._build_topology()
         self.info = self._build_infos()
         self.reset(seed)
 
     # ---- construction ----------------------------------------------------------------------
-    def _opponent_names(self) -> list[str]:
-        env = self.env
-        return list(getattr(env, "opponents", []))
-
     def _build_topology(self) -> None:
         g, E = self.graph, self.n_envs
         names = g.layers
@@ -263,8 +262,8 @@ class HierarchyEnv:
         self._refresh_parents(i + 1, envs)
 
     def reset(self, seed: int | None = None) -> None:
-        """Start new episodes in every copy."""
-        self.env.reset(seed=self._seed if seed is None else seed)
+        """Start new episodes in every copy; without a seed the copies' random streams continue."""
+        self.env.reset(seed=seed)
         self._reset_state(np.ones(self.n_envs, dtype=bool))
         self._compute_features()
 
@@ -274,7 +273,7 @@ class HierarchyEnv:
         L = self.n_layers
         self.feat: list[np.ndarray] = [None] * L  # type: ignore[list-item]
         self.alive: list[np.ndarray] = [None] * L  # type: ignore[list-item]
-        self.feat[-1] = self.env.obs
+        self.feat[-1] = self.env.obs.copy()
         self.alive[-1] = self.env.alive.copy()
         state = None
         for i in reversed(range(L - 1)):
@@ -430,6 +429,8 @@ class HierarchyEnv:
     def _advance(self) -> StepResult:
         E, L = self.n_envs, self.n_layers
         pre_alive = [a.copy() for a in self.alive]
+        pre_feat = [self.feat[i] for i in range(L)]
+        pre_goal = [self.goal_features(i) for i in range(L)]
         step: EnvStep = self.env.step(self._env_actions)
         self._compute_features()
         # rewards bottom-up: the env (team) reward of each node, then its weighted layer reward
@@ -445,6 +446,7 @@ class HierarchyEnv:
         results = []
         for i, spec in enumerate(self.specs):
             ctx = self.context(i, pre_alive[i])
+            ctx.prev_features, ctx.prev_goal_features = pre_feat[i], pre_goal[i]
             reward = spec.w_ext * ext[i]
             if spec.intrinsic is not None and spec.w_int != 0.0:
                 reward = reward + spec.w_int * np.asarray(spec.intrinsic(ctx), dtype=np.float64)
@@ -511,7 +513,7 @@ class HierarchyEnv:
         out = {}
         for i in range(1, self.n_layers):
             n, ok = self.goal_stats[i]
-            if n:
+            if n and self.specs[i - 1].goal_success is not None:
                 out[self.specs[i].name] = ok / n
             self.goal_stats[i] = [0, 0]
         return out
@@ -521,31 +523,28 @@ class HierarchyEnv:
 
 
 # ---- building pieces from a scenario ---------------------------------------------------------
-def make_batched_env(scenario: Scenario, cfg: Any, n_envs: int, seed: int | None) -> BatchedEnv:
-    """The scenario's native batched env, or copies of its PettingZoo env in a PettingZooBatch."""
+def make_env_and_graph(scenario: Scenario, cfg: Any, n_envs: int, seed: int | None,
+                       specs: list[Layer]) -> tuple[BatchedEnv, AgentGraph]:
+    """The scenario's batched env (native, or copies of its PettingZoo env) and its validated graph."""
     where = f"scenario {scenario.name!r}"
     if scenario.batched_env is not None:
         env = _call(lambda: scenario.batched_env(cfg, n_envs, seed), "batched_env(cfg, n_envs, seed)", where)
-    else:
-        probe = _call(lambda: scenario.env(cfg), "env(cfg)", where)
-        agents = list(probe.possible_agents)
-        probe.close()
-        graph = _call(lambda: scenario.graph(cfg, agents), "graph(cfg, agents)", where)
-        opp = scenario.opponents
-        opponent = None
-        if opp is not None:
-            opponent = lambda i, e: opp.controller(cfg, e)  # noqa: E731
-        elif set(agents) - set(graph.units):
-            opponent = random_opponent(seed or 0)
-        env = PettingZooBatch(lambda: scenario.env(cfg), graph.units, n_envs, opponent)
-    return env
+        return env, build_graph(scenario, cfg, list(env.units), [], specs)
+    probe = _call(lambda: scenario.env(cfg), "env(cfg)", where)
+    agents = list(probe.possible_agents)
+    probe.close()
+    opp = scenario.opponents
+    opponents = [] if opp is None else list(_call(lambda: opp.agents(agents), "opponents.agents(possible_agents)", where))
+    graph = build_graph(scenario, cfg, agents, opponents, specs)   # before the adapter indexes agents by leaf
+    controller = None if opp is None else (lambda i, e: opp.controller(cfg, e))
+    env = PettingZooBatch(lambda: scenario.env(cfg), graph.units, n_envs, controller)
+    return env, graph
 
 
-def build_graph(scenario: Scenario, cfg: Any, units: list[str], opponents: list[str],
+def build_graph(scenario: Scenario, cfg: Any, env_agents: list[str], opponents: list[str],
                 specs: list[Layer]) -> AgentGraph:
-    """The scenario's graph, validated against the env's agents and the layer specs."""
+    """The scenario's graph, validated against the env's agents, its opponents and the layer specs."""
     where = f"scenario {scenario.name!r}"
-    env_agents = list(units) + list(opponents)
     graph = _call(lambda: scenario.graph(cfg, env_agents), "graph(cfg, agents)", where)
     if not isinstance(graph, AgentGraph):
         raise ScenarioError(f"graph(cfg, agents) returned a {type(graph).__name__}, not an AgentGraph",
@@ -554,9 +553,10 @@ def build_graph(scenario: Scenario, cfg: Any, units: list[str], opponents: list[
         graph.validate(env_agents, opponents, [s.name for s in specs])
     except ScenarioError as exc:
         raise ScenarioError(exc.problem, exc.fix, where=where) from None
-    if list(graph.units) != list(units):
+    order = [a for a in env_agents if a in set(graph.units)]
+    if list(graph.units) != order:
         raise ScenarioError(f"the graph's units {list(graph.units)[:6]} are not in the env's agent order "
-                            f"{list(units)[:6]}", "list the leaves in the env's possible_agents order", where=where)
+                            f"{order[:6]}", "list the leaves in the env's possible_agents order", where=where)
     return graph
 
 

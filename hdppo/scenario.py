@@ -44,7 +44,11 @@ class ScenarioConfig:
 
 @dataclass
 class LayerContext:
-    """What scenario hooks of one layer see: arrays over env copies E and the layer's nodes N."""
+    """What scenario hooks of one layer see: arrays over env copies E and the layer's nodes N.
+
+    For goal_features and goal_success the nodes are the ones receiving the goals (the children).
+    intrinsic and goal_success run after the env step; prev_* hold the state before it.
+    """
 
     features: np.ndarray                 # [E, N, D] the nodes' own features (no goal)
     alive: np.ndarray                    # [E, N] bool, nodes with a living unit
@@ -54,6 +58,8 @@ class LayerContext:
     env: Any = None                      # the BatchedEnv, for native scenarios that expose state
     child_features: np.ndarray | None = None  # [E, N, C, Dc] children's features (upper layers)
     child_alive: np.ndarray | None = None     # [E, N, C] bool living children (upper layers)
+    prev_features: np.ndarray | None = None   # reward hooks: features before this env step
+    prev_goal_features: np.ndarray | None = None  # reward hooks: grounded goals before this env step
 
 
 @dataclass
@@ -220,7 +226,11 @@ def load_scenario(name_or_path: str) -> Scenario:
         spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
         sys.modules[module_name] = module
-        _exec(lambda: spec.loader.exec_module(module), str(path))  # type: ignore[union-attr]
+        try:
+            _exec(lambda: spec.loader.exec_module(module), str(path))  # type: ignore[union-attr]
+        except ScenarioError:
+            sys.modules.pop(module_name, None)
+            raise
         where = str(path)
     else:
         module_name = f"{SCENARIO_PACKAGE}.{name_or_path}"
