@@ -118,6 +118,8 @@ def rllib_ppo_steps_per_second(
     """
     if iterations < 1:
         raise ValueError("iterations must be >= 1")
+    if warmup_iterations < 0:
+        raise ValueError("warmup_iterations must be >= 0")
     for key, value in _THREAD_ENV.items():
         os.environ.setdefault(key, value)
 
@@ -184,14 +186,12 @@ def rllib_ppo_steps_per_second(
         )
         algo = config.build_algo()
 
-        for _ in range(warmup_iterations):
-            algo.train()
+        # Lifetime counters are cumulative; the timed window starts after the
+        # last warm-up result (or at 0 when there is no warm-up, in which case
+        # the timed window includes the first, slower iteration).
         start_env, start_agent = 0.0, 0.0
-        if warmup_iterations > 0:
-            # Lifetime counters after warm-up: read via a zero-cost peek at the
-            # metrics logger would depend on internals; the last warm-up
-            # result is used instead (kept below).
-            start_env, start_agent = _lifetime_counts(_last_result, n_agents)  # noqa: F821
+        for _ in range(warmup_iterations):
+            start_env, start_agent = _lifetime_counts(algo.train(), n_agents)
         t0 = time.perf_counter()
         result: dict = {}
         for _ in range(iterations):
@@ -215,3 +215,39 @@ def rllib_ppo_steps_per_second(
             except Exception:  # noqa: BLE001 - shutting down anyway
                 pass
         ray.shutdown()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description="RLlib PPO training throughput on MPE2 simple_spread (env steps/s)."
+    )
+    parser.add_argument("--n-agents", type=int, default=6)
+    parser.add_argument("--max-cycles", type=int, default=25)
+    parser.add_argument("--train-batch-size", type=int, default=4000, help="in env steps")
+    parser.add_argument("--minibatch-size", type=int, default=128, help="in agent transitions")
+    parser.add_argument("--num-epochs", type=int, default=4)
+    parser.add_argument("--num-env-runners", type=int, default=1)
+    parser.add_argument("--envs-per-runner", type=int, default=1)
+    parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--warmup-iterations", type=int, default=1)
+    parser.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    result = rllib_ppo_steps_per_second(
+        n_agents=args.n_agents,
+        max_cycles=args.max_cycles,
+        train_batch_size=args.train_batch_size,
+        minibatch_size=args.minibatch_size,
+        num_epochs=args.num_epochs,
+        num_env_runners=args.num_env_runners,
+        envs_per_runner=args.envs_per_runner,
+        iterations=args.iterations,
+        warmup_iterations=args.warmup_iterations,
+        hidden=tuple(args.hidden),
+        seed=args.seed,
+    )
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

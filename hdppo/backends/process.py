@@ -1,0 +1,138 @@
+"""Process backend: one OS process per worker; parameters and gradients in shared memory, calls
+and small results through pipes. Every process runs torch with one thread."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import traceback
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from ..errors import HdppoError
+from ..params import SharedGrads, SharedParams
+from ..worker import GradResult, WorkerSpec
+from . import Backend, WorkerError
+
+START_TIMEOUT_S = 300.0
+
+
+def _worker_main(conn: Connection, spec: WorkerSpec, param_names: dict, grad_names: dict) -> None:
+    import torch
+    torch.set_num_threads(1)
+    from ..worker import Worker
+    params = SharedParams(names=param_names)
+    grads = SharedGrads(names=grad_names)
+    try:
+        worker = Worker(spec, params)
+    except BaseException as exc:  # report why the worker could not start
+        conn.send(_error(exc))
+        return
+    conn.send(("ready", None))
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            break
+        if msg is None:
+            break
+        method, args = msg
+        try:
+            out = getattr(worker, method)(*args)
+            if isinstance(out, GradResult) and out.grad is not None:
+                grads.slot(out.layer, worker.id)[:] = out.grad
+                out.grad = "shm"  # type: ignore[assignment]
+            conn.send(("ok", out))
+        except BaseException as exc:
+            conn.send(_error(exc))
+    worker.close()
+    params.close()
+    grads.close()
+
+
+def _error(exc: BaseException) -> tuple:
+    if isinstance(exc, HdppoError):
+        return ("hdppo_error", (exc.problem, exc.fix, exc.where))
+    return ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+
+
+class ProcessBackend(Backend):
+    def __init__(self, specs: list[WorkerSpec], layer_sizes: dict[str, int]) -> None:
+        self.n_workers = len(specs)
+        self.params = SharedParams(sizes=layer_sizes)
+        self.grads = SharedGrads(self.n_workers, layer_sizes)
+        ctx = mp.get_context("spawn")
+        self._conns: list[Connection] = []
+        self._procs = []
+        self._busy: dict[int, str] = {}
+        try:
+            for spec in specs:
+                parent, child = ctx.Pipe()
+                p = ctx.Process(target=_worker_main, args=(child, spec, self.params.names(), self.grads.names()),
+                                name=f"hdppo-worker-{spec.worker_id}", daemon=True)
+                p.start()
+                child.close()
+                self._conns.append(parent)
+                self._procs.append(p)
+            for w in range(self.n_workers):
+                self._busy[w] = "start"
+            pending = set(range(self.n_workers))
+            while pending:
+                w, _ = self.wait_any(timeout=START_TIMEOUT_S)
+                pending.discard(w)
+        except BaseException:
+            self.close()
+            raise
+
+    def submit(self, worker: int, method: str, *args: Any) -> None:
+        self._busy[worker] = method
+        try:
+            self._conns[worker].send((method, args))
+        except (BrokenPipeError, OSError):
+            raise self._died(worker) from None
+
+    def wait_any(self, timeout: float | None = None) -> tuple[int, Any]:
+        conns = {self._conns[w]: w for w in self._busy}
+        if not conns:
+            raise RuntimeError("wait_any() with no call outstanding")
+        ready = wait(list(conns), timeout=timeout)
+        if not ready:
+            names = ", ".join(f"worker {w} ({m})" for w, m in self._busy.items())
+            raise WorkerError(f"no answer within {timeout:.0f} s from {names}",
+                              "check the scenario for a hang, or raise the timeout")
+        conn = ready[0]
+        w = conns[conn]
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            raise self._died(w) from None
+        method = self._busy.pop(w)
+        if kind == "hdppo_error":
+            problem, fix, where = payload
+            raise WorkerError(f"worker {w} ({method}): {problem}", fix, where=where)
+        if kind == "error":
+            raise WorkerError(f"worker {w} failed in {method}: {payload}", "see the worker's traceback above")
+        if isinstance(payload, GradResult) and payload.grad == "shm":
+            payload.grad = self.grads.slot(payload.layer, w).copy()
+        return w, payload
+
+    def _died(self, w: int) -> WorkerError:
+        p = self._procs[w]
+        p.join(timeout=1.0)
+        return WorkerError(f"worker {w} (pid {p.pid}) died with exit code {p.exitcode} during "
+                           f"{self._busy.get(w, 'a call')}", "look for an out-of-memory kill or a crash in the scenario")
+
+    def close(self) -> None:
+        for conn in self._conns:
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for p in self._procs:
+            p.join(timeout=5.0)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=2.0)
+        for conn in self._conns:
+            conn.close()
+        self._conns, self._procs = [], []
+        self.params.close()
+        self.grads.close()

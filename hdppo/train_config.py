@@ -1,0 +1,140 @@
+"""Training config: the one place every DPPO default lives. Overridden by YAML or key=value.
+
+Routing of a `key=value` override (see `resolve_overrides`): a TrainConfig field (`steps=1e6`), a
+LayerConfig field for every layer (`lr=1e-3`), `LAYER.field` for one layer (`low.rollout=128`),
+`scenario.KEY` or any other key for the scenario config (`n_agents=4`, `w_int.low=0.2`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .config import apply_overrides
+from .errors import ConfigError
+
+
+def default_workers() -> int:
+    """About 75% of the CPU cores, at least 1."""
+    return max(1, round(0.75 * (os.cpu_count() or 1)))
+
+
+@dataclass
+class LayerConfig:
+    """DPPO knobs of one layer: its parameter server, its pool and its policy."""
+
+    # PPO
+    lr: float = 3e-4
+    lr_decay: bool = True                 # linear to 0 over the run
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    vf_coef: float = 0.5
+    clip_vloss: bool = False
+    ent_coef: float = 0.01                # decays linearly to ent_coef_final
+    ent_coef_final: float = 0.001
+    max_grad_norm: float = 0.5
+    epochs: int = 4
+    minibatches: int = 4
+    norm_adv: bool = True
+    reward_norm: bool = True              # per-worker running normalisation of rewards
+    # pool and server
+    rollout: int = 0                      # env steps per env copy between updates; 0 = 64 x interval
+    pool: int = 0                         # workers whose data this layer learns from; 0 = all
+    mode: Literal["gradients", "experience"] = "gradients"
+    sync: Literal["sync", "async"] = "sync"
+    max_staleness: int = 3
+    sync_every: int = 0                   # async: env steps between parameter pulls; 0 = every rollout
+    aggregate: Literal["samples", "uniform", "return"] = "samples"
+    # policy
+    policy: str = "mlp"
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    roles: bool = False                   # role embedding per slot (unit index or child position)
+    centralized: bool = False             # critic reads the layer's joint state (mean/max over slots)
+
+    def rollout_steps(self, interval: int) -> int:
+        return self.rollout if self.rollout > 0 else 64 * interval
+
+
+@dataclass
+class TrainConfig:
+    """A training run: budget, workers, backend, schedule, and the per-layer configs."""
+
+    steps: int = 200_000                  # env steps (one step = every copy's units act once) in all
+    seed: int = 0
+    workers: int = 0                      # 0 = about 75% of the cores
+    envs_per_worker: int = 8
+    backend: Literal["inline", "process", "ray"] = "process"
+    schedule: Literal["concurrent", "bottom-up"] = "concurrent"
+    finetune: float = 0.0                 # bottom-up: fraction of steps for a final joint stage
+    checkpoint_every: int = 20            # updates of a layer between its checkpoints
+    log_every: float = 5.0                # seconds between metric rows
+    progress: bool = True
+    device: str = "cpu"                   # where servers train in experience mode
+    layers: dict[str, LayerConfig] = field(default_factory=dict)
+
+    def n_workers(self) -> int:
+        return self.workers if self.workers > 0 else default_workers()
+
+    def layer(self, name: str) -> LayerConfig:
+        return self.layers.setdefault(name, LayerConfig())
+
+
+TRAIN_KEYS = {f.name for f in dataclasses.fields(TrainConfig)} - {"layers"}
+LAYER_KEYS = {f.name for f in dataclasses.fields(LayerConfig)}
+
+
+def resolve_overrides(overrides: dict[str, Any], layer_names: list[str], scenario_keys: set[str],
+                      base: TrainConfig | None = None) -> tuple[TrainConfig, dict[str, Any]]:
+    """Split overrides into a TrainConfig (with one LayerConfig per layer) and scenario overrides."""
+    cfg = base if base is not None else TrainConfig()
+    for name in layer_names:
+        cfg.layer(name)
+    train: dict[str, Any] = {}
+    every_layer: dict[str, Any] = {}
+    per_layer: dict[str, dict[str, Any]] = {n: {} for n in layer_names}
+    scenario: dict[str, Any] = {}
+    for key, value in overrides.items():
+        head, _, rest = key.partition(".")
+        if head == "scenario" and rest:
+            scenario[rest] = value
+        elif head == "train" and rest:
+            train[rest] = value
+        elif key in TRAIN_KEYS:
+            train[key] = value
+        elif key in LAYER_KEYS:
+            every_layer[key] = value
+        elif head in per_layer and rest:
+            if rest.split(".")[0] not in LAYER_KEYS:
+                raise ConfigError(f"layer {head!r} has no setting {rest!r}",
+                                  f"use one of: {', '.join(sorted(LAYER_KEYS))}")
+            per_layer[head][rest] = value
+        elif head in scenario_keys:
+            scenario[key] = value
+        else:
+            raise ConfigError(
+                f"unknown setting {key!r}",
+                f"use a training key ({', '.join(sorted(TRAIN_KEYS))}), a layer key for all layers or as "
+                f"LAYER.key with LAYER in {layer_names} ({', '.join(sorted(LAYER_KEYS))}), or a scenario key "
+                f"({', '.join(sorted(scenario_keys))})")
+    cfg = apply_overrides(cfg, train, what="training config")
+    for name in layer_names:
+        layer = apply_overrides(cfg.layers[name], every_layer, what=f"layer {name!r} config")
+        cfg.layers[name] = apply_overrides(layer, per_layer[name], what=f"layer {name!r} config")
+    return cfg, scenario
+
+
+def train_config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def train_config_from_dict(data: dict[str, Any]) -> TrainConfig:
+    """Rebuild a TrainConfig from `train_config_to_dict` (e.g. a run's config.json)."""
+    data = dict(data)
+    layers = data.pop("layers", {}) or {}
+    top = {k: v for k, v in data.items() if k in TRAIN_KEYS}
+    cfg = apply_overrides(TrainConfig(), top, what="training config")
+    for name, values in layers.items():
+        cfg.layers[name] = apply_overrides(LayerConfig(), dict(values), what=f"layer {name!r} config")
+    return cfg
