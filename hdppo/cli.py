@@ -1,10 +1,11 @@
-"""The `hdppo` command line: scenarios | check (train, eval, bench, plot come with the engine)."""
+"""The `hdppo` command line: scenarios | check | train | eval."""
 from __future__ import annotations
 
 import argparse
 import sys
 from typing import Sequence
 
+from .checkpoint import CheckpointError
 from .errors import HdppoError
 
 
@@ -38,6 +39,107 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _parse_loads(items: list[str]) -> dict[str, str]:
+    from .errors import ConfigError
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ConfigError(f"--load {item!r} is not LAYER=PATH", "write --load low=runs/x/checkpoints/low")
+        layer, path = item.split("=", 1)
+        out[layer.strip()] = path.strip()
+    return out
+
+
+def _train_spec(args: argparse.Namespace):
+    import dataclasses
+    import time as _time
+    from pathlib import Path
+    from .config import load_yaml, parse_assignments
+    from .errors import ConfigError
+    from .scenario import load_scenario
+    from .train_config import resolve_overrides
+    from .trainer import RunSpec
+    if args.scenario is None:
+        raise ConfigError("no scenario given", "run `hdppo train NAME|PATH` or `hdppo train --resume RUN`")
+    scenario = load_scenario(args.scenario)
+    overrides = load_yaml(args.config) if args.config else {}
+    overrides.update(parse_assignments(args.overrides))
+    for flag in ("steps", "seed", "workers", "backend", "schedule"):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides[flag] = value
+    if args.no_progress:
+        overrides["progress"] = "false"
+    scenario_keys = {f.name for f in dataclasses.fields(scenario.config)}
+    # the layer names need the scenario config: resolve scenario keys first, then the layers
+    probe_overrides = {k: v for k, v in overrides.items() if k.split(".")[0] in scenario_keys
+                       or k.startswith("scenario.")}
+    cfg = scenario.make_config({k.removeprefix("scenario."): v for k, v in probe_overrides.items()})
+    names = [layer.name for layer in scenario.build_layers(cfg)]
+    tc, scenario_overrides = resolve_overrides(overrides, names, scenario_keys)
+    layers = names if args.layer == "all" else [n.strip() for n in args.layer.split(",")]
+    for layer in layers:
+        if layer not in names:
+            raise ConfigError(f"scenario {scenario.name!r} has no layer {layer!r}", f"use --layer all or one of {names}")
+    frozen = _parse_loads(args.load)
+    out = Path(args.out) if args.out else Path("runs") / f"{scenario.name}-{_time.strftime('%Y%m%d-%H%M%S')}"
+    return RunSpec(args.scenario, scenario_overrides, tc, layers, frozen, out)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+    from rich.console import Console
+    from .trainer import RunSpec, Trainer
+    console = Console()
+    if args.resume:
+        from .evaluate import load_run_config
+        from .train_config import train_config_from_dict
+        config = load_run_config(args.resume)
+        tc = train_config_from_dict(config["train"])
+        if args.steps is not None:
+            tc.steps = int(float(args.steps))
+        spec = RunSpec(config["scenario"], config["scenario_overrides"], tc, config["layers"], config["frozen"],
+                       Path(args.resume))
+        trainer = Trainer(spec, resume=True)
+    else:
+        spec = _train_spec(args)
+        trainer = Trainer(spec)
+    console.print(f"[bold]hdppo train[/] {trainer.scenario.name}: layers {spec.layers} on "
+                  f"{spec.train.n_workers()} {spec.train.backend} worker(s) x {spec.train.envs_per_worker} envs, "
+                  f"{spec.train.steps:,} env steps, schedule {spec.train.schedule} -> {trainer.out}")
+    try:
+        summary = trainer.run()
+    except KeyboardInterrupt:
+        console.print(f"interrupted; checkpoints saved in {trainer.out}/checkpoints; continue with "
+                      f"`hdppo train --resume {trainer.out}`")
+        return 130
+    for stage, info in summary.items():
+        sps = info["env_steps"] / max(info["seconds"], 1e-9)
+        console.print(f"stage {stage}: {info['env_steps']:,} env steps in {info['seconds']:.1f} s "
+                      f"({sps:,.0f} steps/s), updates {info['updates']}")
+    console.print(f"run folder: {trainer.out}   evaluate with `hdppo eval {trainer.out}`")
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from .evaluate import evaluate, format_ci
+    res = evaluate(args.run, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic)
+    table = Table(title=f"hdppo eval {args.run} ({res['episodes']} episodes, mean [95% CI])")
+    table.add_column("metric")
+    table.add_column("value")
+    for layer, ci in res["layers"].items():
+        table.add_row(f"return/{layer} ({res['acting'][layer]})", format_ci(ci))
+    table.add_row("team return", format_ci(res["team_return"]))
+    table.add_row("episode length", format_ci(res["length"]))
+    for key in ("win", "success", "delivery_rate", "targets_claimed"):
+        if key in res:
+            table.add_row(f"{key} rate" if key in ("win", "success") else key, format_ci(res[key]))
+    Console().print(table)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hdppo", description="Hierarchical multi-agent teams trained with per-layer DPPO.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
@@ -52,17 +154,52 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--debug", action="store_true", help="show full tracebacks")
     c.set_defaults(func=_cmd_check)
+
+    t = sub.add_parser("train", help="train a scenario's layers with per-layer DPPO")
+    t.add_argument("scenario", nargs="?", help="a scenario name or a path to a scenario .py file")
+    t.add_argument("overrides", nargs="*", help="key=value: training keys (steps, envs_per_worker, ...), layer keys "
+                   "for all layers (lr, rollout, mode, sync, ...) or LAYER.key, or scenario config keys")
+    t.add_argument("--layer", default="all", help="layers to train: all, or names like low or mid,high")
+    t.add_argument("--schedule", choices=["concurrent", "bottom-up"], help="how --layer all trains (default concurrent)")
+    t.add_argument("--load", action="append", metavar="LAYER=PATH",
+                   help="checkpoint for a layer: frozen if the layer is not trained, a warm start if it is")
+    t.add_argument("--steps", help="env steps in all (every copy counts)")
+    t.add_argument("--seed")
+    t.add_argument("--workers", help="worker processes (default: about 75%% of the cores)")
+    t.add_argument("--backend", choices=["inline", "process", "ray"])
+    t.add_argument("--config", help="YAML file of overrides (key=value arguments win)")
+    t.add_argument("--out", help="run folder (default runs/SCENARIO-TIME); must be new or empty")
+    t.add_argument("--resume", metavar="RUN", help="continue the run in this folder")
+    t.add_argument("--no-progress", action="store_true", help="print plain progress lines instead of a live table")
+    t.add_argument("--debug", action="store_true", help="show full tracebacks")
+    t.set_defaults(func=_cmd_train)
+
+    e = sub.add_parser("eval", help="play a run's trained team and report returns and win/success rates")
+    e.add_argument("run", help="a run folder written by `hdppo train`")
+    e.add_argument("--episodes", type=int, default=20)
+    e.add_argument("--seed", type=int, default=12345)
+    e.add_argument("--deterministic", action="store_true", help="greedy actions instead of sampling")
+    e.add_argument("--debug", action="store_true", help="show full tracebacks")
+    e.set_defaults(func=_cmd_eval)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # key=value overrides may sit between options (`train grid --layer low lr=1e-3`)
+    stray = [a for a in extra if a.startswith("-") or "=" not in a or not hasattr(args, "overrides")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = list(args.overrides) + extra
     try:
         return int(args.func(args) or 0)
-    except HdppoError as exc:
+    except (HdppoError, CheckpointError) as exc:
         if args.debug:
             raise
-        print(f"hdppo: error: {exc.message()}", file=sys.stderr)
+        msg = exc.message() if isinstance(exc, HdppoError) else str(exc)
+        print(f"hdppo: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("hdppo: interrupted", file=sys.stderr)

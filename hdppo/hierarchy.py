@@ -432,6 +432,7 @@ class HierarchyEnv:
         pre_feat = [self.feat[i] for i in range(L)]
         pre_goal = [self.goal_features(i) for i in range(L)]
         step: EnvStep = self.env.step(self._env_actions)
+        self._check_finite(step)
         self._compute_features()
         # rewards bottom-up: the env (team) reward of each node, then its weighted layer reward
         ext: list[np.ndarray] = [None] * L  # type: ignore[list-item]
@@ -467,6 +468,16 @@ class HierarchyEnv:
             self._reset_state(done)
             self._compute_features()
         return StepResult(results, step.rewards, done, episodes)
+
+    def _check_finite(self, step: EnvStep) -> None:
+        """Refuse NaN or infinite observations and rewards, naming the unit and the copy."""
+        for what, arr in (("reward", step.rewards), ("observation", self.env.obs)):
+            if not np.isfinite(arr).all():
+                bad = np.argwhere(~np.isfinite(arr))[0]
+                raise ScenarioError(f"the env gave a non-finite {what} to unit {self.env.units[bad[1]]!r} "
+                                    f"(copy {bad[0]}, episode step {self.t[bad[0]]})",
+                                    "fix the env (or wrap it to clip/replace NaN) before training on it",
+                                    where=f"scenario {self.scenario.name!r}")
 
     def _close(self, i: int, slot_reward: np.ndarray, done: np.ndarray, trunc: list[np.ndarray]) -> LayerStep:
         """Accrue this step's reward on open slots of layer i and close the finished transitions."""

@@ -38,6 +38,7 @@ class WorkerSpec:
     worker_id: int
     trained: list[str]
     frozen: dict[str, str] = field(default_factory=dict)
+    deterministic: bool = False          # frozen policies act greedily (evaluation)
 
 
 @dataclass
@@ -126,7 +127,7 @@ class Worker:
         roles = info.slot_roles if lc.roles else None
 
         def act(d: Decision) -> np.ndarray:
-            return self._sample(policy, d, roles, lc.centralized)[0]
+            return self._sample(policy, d, roles, lc.centralized, self.spec.deterministic)[0]
         return act
 
     @contextlib.contextmanager
@@ -141,7 +142,7 @@ class Worker:
             torch.set_rng_state(saved)
 
     # ---- acting ----------------------------------------------------------------------------
-    def _sample(self, policy, d: Decision, roles, centralized: bool):
+    def _sample(self, policy, d: Decision, roles, centralized: bool, deterministic: bool = False):
         E, S, D = d.obs.shape
         obs = torch.from_numpy(np.ascontiguousarray(d.obs, dtype=np.float32).reshape(E * S, D))
         mask = None if d.action_mask is None else torch.from_numpy(d.action_mask.reshape(E * S, -1))
@@ -149,7 +150,7 @@ class Worker:
         crit = critic_obs(d.obs, self.hier.slot_alive(d.layer)) if centralized else None
         c = None if crit is None else torch.from_numpy(crit.reshape(E * S, -1))
         with self._rng():
-            a, logp, v = policy.act(obs, mask=mask, roles=r, critic_obs=c)
+            a, logp, v = policy.act(obs, mask=mask, roles=r, critic_obs=c, deterministic=deterministic)
         a = a.numpy()
         return a.reshape((E, S) + a.shape[1:]), logp.numpy().reshape(E, S), v.numpy().reshape(E, S), crit
 

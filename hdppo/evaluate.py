@@ -1,0 +1,65 @@
+"""Play a finished (or running) training run's team for N episodes and summarise the results."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .diagnostics import mean_ci
+from .errors import ConfigError
+from .params import MemoryParams
+from .worker import Worker, WorkerSpec
+
+OUTCOME_KEYS = ("win", "success", "delivery_rate", "targets_claimed")
+
+
+def load_run_config(run: str | Path) -> dict[str, Any]:
+    path = Path(run) / "config.json"
+    if not path.is_file():
+        raise ConfigError(f"{run} is not an hdppo run folder (no config.json)",
+                          "pass the --out folder of a `hdppo train` run")
+    return json.loads(path.read_text())
+
+
+def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
+             envs: int = 8) -> dict[str, Any]:
+    """Per-layer returns, episode length and outcome rates (with 95% bootstrap CIs) over `episodes`."""
+    config = load_run_config(run)
+    frozen = dict(config.get("frozen", {}))
+    for layer in config["layer_names"]:
+        ckpt = Path(run) / "checkpoints" / layer
+        if (ckpt / "meta.json").is_file():
+            frozen[layer] = str(ckpt)
+    train = dict(config["train"])
+    train.update(seed=seed, envs_per_worker=envs)
+    spec = WorkerSpec(config["scenario"], config["scenario_overrides"], train, worker_id=0, trained=[],
+                      frozen=frozen, deterministic=deterministic)
+    worker = Worker(spec, MemoryParams())
+    done: list[dict] = []
+    try:
+        limit = 100_000
+        while len(done) < episodes and limit > 0:
+            result = worker.hier.step(worker._act)
+            done.extend(result.episodes)
+            limit -= 1
+    finally:
+        worker.close()
+    done = done[:episodes]
+    out: dict[str, Any] = {"episodes": len(done), "layers": {}, "acting": {}}
+    for layer in config["layer_names"]:
+        out["layers"][layer] = mean_ci([e[f"return/{layer}"] for e in done])
+        out["acting"][layer] = ("checkpoint" if layer in frozen else "scripted/uniform")
+    out["team_return"] = mean_ci([e["team_return"] for e in done])
+    out["length"] = mean_ci([e["length"] for e in done])
+    for key in OUTCOME_KEYS:
+        vals = [e[key] for e in done if key in e]
+        if vals:
+            out[key] = mean_ci(vals)
+    return out
+
+
+def format_ci(ci: tuple[float, float, float]) -> str:
+    mean, lo, hi = ci
+    return f"{mean:.3f} [{lo:.3f}, {hi:.3f}]" if np.isfinite(mean) else "-"
