@@ -14,6 +14,8 @@ from gymnasium import spaces
 
 from hdppo.graph import AgentGraph
 from hdppo.scenario import Layer, LayerContext, Scenario, ScenarioConfig
+from hdppo.vecenv import PettingZooBatch
+from scenarios._spread_batch import SpreadBatch
 
 LANDMARK_OFFSET = 4      # unit obs: vel(2), pos(2), landmark - pos (2 per landmark), others, comm
 REACHED = 0.1            # a landmark counts as covered within this distance (MPE landmark size x2)
@@ -26,6 +28,7 @@ class SpreadConfig(ScenarioConfig):
     layers: int = 3              # 3: commander/squads/units, 2: commander/units, 1: flat units
     max_cycles: int = 50
     local_ratio: float = 0.5
+    native: bool = True          # numpy-batched port of simple_spread (same numbers); false: copies of mpe2
 
 
 def make_env(cfg: SpreadConfig):
@@ -61,9 +64,9 @@ def make_layers(cfg: SpreadConfig) -> list[Layer]:
     def unit_intrinsic(ctx: LayerContext) -> np.ndarray:
         return -np.linalg.norm(ctx.goal_features, axis=-1)
 
+    if cfg.layers == 1:        # flat: no goals, so no goal-reaching reward
+        return [Layer("low", interval=1)]
     low = Layer("low", interval=1, intrinsic=unit_intrinsic, w_int=0.1)
-    if cfg.layers == 1:
-        return [low]
 
     unit_goal_space = dict(goal_space=spaces.Discrete(n), goal_features=unit_goal,
                            goal_features_space=spaces.Box(-np.inf, np.inf, (2,), np.float32), goal_success=unit_reached)
@@ -90,7 +93,14 @@ def make_layers(cfg: SpreadConfig) -> list[Layer]:
     return [high, mid, low]
 
 
+def make_batched(cfg: SpreadConfig, n_envs: int, seed: int | None):
+    if cfg.native:
+        return SpreadBatch(cfg.n_agents, cfg.local_ratio, cfg.max_cycles, n_envs, seed)
+    return PettingZooBatch(lambda: make_env(cfg), [f"agent_{i}" for i in range(cfg.n_agents)], n_envs)
+
+
 SCENARIO = Scenario(
     name="spread",
     description="MPE2 simple_spread, 6 agents / 6 landmarks: commander -> 2 squads of 3 -> units",
-    env=make_env, graph=make_graph, layers=make_layers, config=SpreadConfig)
+    env=make_env, graph=make_graph, layers=make_layers, config=SpreadConfig, batched_env=make_batched,
+    positions=lambda env: env.obs[..., 2:4])
