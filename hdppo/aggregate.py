@@ -10,10 +10,7 @@ import numpy as np
 
 def gather_children(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """values [E, Nc, ...] -> [E, N, C, ...] picked by idx [E, N, C]."""
-    e, n, c = idx.shape
-    flat = idx.reshape(e, n * c)
-    picked = np.take_along_axis(values, flat.reshape(e, n * c, *([1] * (values.ndim - 2))), axis=1)
-    return picked.reshape(e, n, c, *values.shape[2:])
+    return values[np.arange(idx.shape[0])[:, None, None], idx]
 
 
 def masked_mean_max(features: np.ndarray, idx: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -66,6 +66,13 @@ def run_check(target: str, overrides: dict[str, Any] | None = None, episodes: in
     except HdppoError as exc:
         report.add("hierarchy runs", False, exc.message())
         return report
+    except Exception as exc:  # a scenario hook (goal_features, intrinsic, observe, ...) raised
+        import traceback
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/hdppo/" not in f.filename]
+        where = f" at line {frames[-1].lineno} of {frames[-1].filename}" if frames else ""
+        report.add("hierarchy runs", False, f"{type(exc).__name__}: {exc}{where}; fix the scenario hook "
+                                            "(run with --debug for the traceback)")
+        return report
     finally:
         hier.close()
     from .layer_view import LayerView

@@ -273,9 +273,8 @@ class HierarchyEnv:
         L = self.n_layers
         self.feat: list[np.ndarray] = [None] * L  # type: ignore[list-item]
         self.alive: list[np.ndarray] = [None] * L  # type: ignore[list-item]
-        self.feat[-1] = self.env.obs.copy()
+        self.feat[-1] = self._with_state(L - 1, self.env.obs.copy())
         self.alive[-1] = self.env.alive.copy()
-        state = None
         for i in reversed(range(L - 1)):
             idx, struct = self.idx[i], self.struct[i]
             live = struct & agg.gather_children(self.alive[i + 1], idx)
@@ -287,13 +286,16 @@ class HierarchyEnv:
                 f = np.asarray(spec.observe(ctx), dtype=np.float32)
             else:
                 f = agg.default_features(self.feat[i + 1], self.alive[i + 1], idx, struct)
-            self.feat[i] = f
-        for i, spec in enumerate(self.specs):
-            if spec.use_state:
-                state = self.env.state() if state is None else state
-                s = np.broadcast_to(state[:, None, :], self.feat[i].shape[:2] + state.shape[1:])
-                self.feat[i] = np.concatenate([self.feat[i], s.astype(np.float32)], axis=2)
+            self.feat[i] = self._with_state(i, f)
         self._goal_feat: list[np.ndarray | None] = [None] * L
+
+    def _with_state(self, i: int, features: np.ndarray) -> np.ndarray:
+        """Layer i's features, with the env's global state appended when the layer asks for it."""
+        if not self.specs[i].use_state:
+            return features
+        state = np.asarray(self.env.state(), dtype=np.float32)
+        s = np.broadcast_to(state[:, None, :], features.shape[:2] + state.shape[1:])
+        return np.concatenate([features, s], axis=2)
 
     def goal_features(self, i: int) -> np.ndarray | None:
         """Goals of layer i's nodes grounded on their current features [E, N, F] (cached per step)."""

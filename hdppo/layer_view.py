@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import gymnasium as gym
 import numpy as np
 from pettingzoo import ParallelEnv
 
@@ -46,9 +47,17 @@ class LayerView(ParallelEnv):
                 self._fixed[inf.index] = uniform_policy(inf, None if seed is None else seed + 31 * inf.index)
         self._gen = None
         self._done = True
+        bottom = self.layer == len(self.hier.info) - 1
+        self._masked = bottom and self.hier.env.action_mask is not None
+        self._obs_space = self.info.obs_space
+        if self._masked:   # PettingZoo's convention for action masks: a dict observation
+            n = self.hier.env.action_mask.shape[-1]
+            self._obs_space = gym.spaces.Dict({"observation": self.info.obs_space,
+                                               "action_mask": gym.spaces.Box(0, 1, (n,), np.int8)})
+        self._last_mask = None
 
     def observation_space(self, agent: str):
-        return self.info.obs_space
+        return self._obs_space
 
     def action_space(self, agent: str):
         return self.info.action_space
@@ -80,14 +89,19 @@ class LayerView(ParallelEnv):
         obs = self._observations()
         for a in acting:
             if a not in obs:
-                obs[a] = self._last_obs[idx[a]]
+                obs[a] = self._one_obs(idx[a])
         return obs, rewards, terms, truncs, infos
 
     def _observations(self) -> dict:
         if self._done:
             return {}
         idx = {a: i for i, a in enumerate(self.possible_agents)}
-        return {a: self._last_obs[idx[a]].copy() for a in self.agents}
+        return {a: self._one_obs(idx[a]) for a in self.agents}
+
+    def _one_obs(self, i: int):
+        if self._masked:
+            return {"observation": self._last_obs[i].copy(), "action_mask": self._last_mask[i].astype(np.int8)}
+        return self._last_obs[i].copy()
 
     def state(self):
         return self.hier.env.state()[0]
@@ -133,5 +147,6 @@ class LayerView(ParallelEnv):
                 self._gen = gen
                 self.agents = [self.possible_agents[i] for i in np.flatnonzero(d.mask[0])]
                 self._last_obs = d.obs[0]
+                self._last_mask = None if d.action_mask is None else d.action_mask[0]
                 return False
             reply = np.asarray(self._fixed[d.layer](d))

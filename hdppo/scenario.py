@@ -100,6 +100,15 @@ class Opponents:
     agents: Callable[[Sequence[str]], Sequence[str]]
     controller: Callable[[Any, Any], Callable[[dict], dict]]
 
+    @classmethod
+    def random(cls, agents: Callable[[Sequence[str]], Sequence[str]], seed: int = 0) -> "Opponents":
+        """Opponents that sample their action spaces (legal actions only), each env copy its own stream."""
+        import itertools
+
+        from .vecenv import random_opponent
+        counter = itertools.count()
+        return cls(agents, lambda cfg, env: random_opponent(seed)(next(counter), env))
+
 
 @dataclass
 class Scenario:
@@ -177,6 +186,10 @@ def _check_layer(layer: Layer, *, bottom: bool, where: str) -> None:
         raise ScenarioError(f"layer {layer.name!r} has choice {layer.choice!r}",
                             "use choice='per_child' or choice='broadcast'", where=where)
     if bottom:
+        if layer.observe is not None:
+            raise ScenarioError(f"bottom layer {layer.name!r} sets observe, but units observe the env directly",
+                                "drop observe from the bottom layer (wrap the env to change unit observations)",
+                                where=where)
         if layer.goal_space is not None:
             raise ScenarioError(f"bottom layer {layer.name!r} declares a goal_space, but it has no children",
                                 "drop goal_space from the bottom layer", where=where)
@@ -226,11 +239,16 @@ def load_scenario(name_or_path: str) -> Scenario:
         spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
         sys.modules[module_name] = module
+        folder = str(path.resolve().parent)
+        sys.path.insert(0, folder)          # a user's scenario may import files next to it
         try:
             _exec(lambda: spec.loader.exec_module(module), str(path))  # type: ignore[union-attr]
         except ScenarioError:
             sys.modules.pop(module_name, None)
             raise
+        finally:
+            if folder in sys.path:
+                sys.path.remove(folder)
         where = str(path)
     else:
         module_name = f"{SCENARIO_PACKAGE}.{name_or_path}"

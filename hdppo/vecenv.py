@@ -116,7 +116,9 @@ class PettingZooBatch(BatchedEnv):
         env0 = self.envs[0]
         space0 = env0.observation_space(self.units[0])
         self._dict_obs = _is_mask_dict(space0)
-        self.obs_space = flat_space(space0["observation"] if self._dict_obs else space0)
+        self._raw_obs_space = space0["observation"] if self._dict_obs else space0
+        self._box_obs = isinstance(self._raw_obs_space, gym.spaces.Box)
+        self.obs_space = flat_space(self._raw_obs_space)
         self.action_space = env0.action_space(self.units[0])
         self.obs = np.zeros((n_envs, len(self.units), self.obs_space.shape[0]), dtype=np.float32)
         self.alive = np.zeros((n_envs, len(self.units)), dtype=bool)
@@ -155,7 +157,10 @@ class PettingZooBatch(BatchedEnv):
             if self._dict_obs:
                 self.action_mask[e, i] = np.asarray(ob["action_mask"], dtype=bool) & self._mask_base[i]
                 ob = ob["observation"]
-            self.obs[e, i] = np.asarray(ob, dtype=np.float32).reshape(-1)
+            if self._box_obs:
+                self.obs[e, i] = np.asarray(ob, dtype=np.float32).reshape(-1)
+            else:   # Discrete, MultiDiscrete, Tuple...: Gymnasium's flattening (one-hot for Discrete)
+                self.obs[e, i] = gym.spaces.flatten(self._raw_obs_space, ob)
         for agent in self.envs[e].agents:
             i = self.index.get(agent)
             if i is not None:
