@@ -29,7 +29,10 @@ def _cmd_scenarios(args: argparse.Namespace) -> int:
 def _cmd_check(args: argparse.Namespace) -> int:
     from .check import print_report, run_check
     from .config import parse_assignments
-    report = run_check(args.scenario, parse_assignments(args.overrides), episodes=args.episodes,
+    from .config import load_yaml
+    overrides = load_yaml(args.config) if args.config else {}
+    overrides.update(parse_assignments(args.overrides))
+    report = run_check(args.scenario, overrides, episodes=args.episodes,
                        n_envs=args.envs, seed=args.seed)
     print_report(report)
     if not report.ok and args.debug:
@@ -97,7 +100,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config = load_run_config(args.resume)
         tc = train_config_from_dict(config["train"])
         if args.steps is not None:
-            tc.steps = int(float(args.steps))
+            from .config import coerce
+            from .train_config import check_train_config
+            tc.steps = coerce(args.steps, int, "steps")
+            check_train_config(tc)
         spec = RunSpec(config["scenario"], config["scenario_overrides"], tc, config["layers"], config["frozen"],
                        Path(args.resume))
         trainer = Trainer(spec, resume=True)
@@ -140,6 +146,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _checkpoint_message(exc: CheckpointError) -> str:
+    """A CheckpointError's 'problem; fix' text as the CLI's two lines: the problem, then `fix: ...`."""
+    problem, sep, fix = str(exc).rpartition("; ")
+    if not sep:
+        return f"{exc}\n  fix: point --load or --resume at a checkpoint written by `hdppo train`"
+    return f"{problem}\n  fix: {fix}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hdppo", description="Hierarchical multi-agent teams trained with per-layer DPPO.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
@@ -152,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--episodes", type=int, default=4, help="random-policy episodes for the conformance check")
     c.add_argument("--envs", type=int, default=2, help="env copies stepped together")
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--config", help="YAML file of scenario config overrides (key=value arguments win)")
     c.add_argument("--debug", action="store_true", help="show full tracebacks")
     c.set_defaults(func=_cmd_check)
 
@@ -188,6 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # key=value overrides may sit between options (`train grid --layer low lr=1e-3`)
+    words = [a for a in extra if not a.startswith("-") and "=" not in a and hasattr(args, "overrides")]
+    if words:
+        print(f"hdppo: error: argument {words[0]!r} is not of the form key=value\n"
+              f"  fix: write overrides as key=value (e.g. {words[0]}=VALUE), or put options before them",
+              file=sys.stderr)
+        return 2
     stray = [a for a in extra if a.startswith("-") or "=" not in a or not hasattr(args, "overrides")]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
@@ -198,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (HdppoError, CheckpointError) as exc:
         if args.debug:
             raise
-        msg = exc.message() if isinstance(exc, HdppoError) else str(exc)
+        msg = exc.message() if isinstance(exc, HdppoError) else _checkpoint_message(exc)
         print(f"hdppo: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -122,7 +122,28 @@ def resolve_overrides(overrides: dict[str, Any], layer_names: list[str], scenari
     for name in layer_names:
         layer = apply_overrides(cfg.layers[name], every_layer, what=f"layer {name!r} config")
         cfg.layers[name] = apply_overrides(layer, per_layer[name], what=f"layer {name!r} config")
+    check_train_config(cfg)
     return cfg, scenario
+
+
+def check_train_config(cfg: TrainConfig) -> None:
+    """Refuse well-formed values outside their range (a negative budget, zero envs, ...)."""
+    def need(ok: bool, key: str, value: Any, rule: str) -> None:
+        if not ok:
+            raise ConfigError(f"value {value!r} for {key!r} is out of range", f"pass {key} {rule}")
+    need(cfg.steps >= 1, "steps", cfg.steps, ">= 1")
+    need(cfg.workers >= 0, "workers", cfg.workers, ">= 0 (0 = about 75% of the cores)")
+    need(cfg.envs_per_worker >= 1, "envs_per_worker", cfg.envs_per_worker, ">= 1")
+    need(0.0 <= cfg.finetune < 1.0, "finetune", cfg.finetune, "in [0, 1)")
+    need(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, ">= 1")
+    for name, lc in cfg.layers.items():
+        for key, ok, rule in (("lr", lc.lr > 0, "> 0"), ("epochs", lc.epochs >= 1, ">= 1"),
+                              ("minibatches", lc.minibatches >= 1, ">= 1"), ("rollout", lc.rollout >= 0, ">= 0"),
+                              ("pool", lc.pool >= 0, ">= 0"), ("clip_eps", lc.clip_eps > 0, "> 0"),
+                              ("gae_lambda", 0.0 <= lc.gae_lambda <= 1.0, "in [0, 1]"),
+                              ("max_staleness", lc.max_staleness >= 0, ">= 0"),
+                              ("sync_every", lc.sync_every >= 0, ">= 0")):
+            need(ok, f"{name}.{key}", getattr(lc, key), rule)
 
 
 def train_config_to_dict(cfg: TrainConfig) -> dict[str, Any]:

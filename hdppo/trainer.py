@@ -94,6 +94,7 @@ class Trainer:
         self.state = {"env_steps": 0, "stage": 0, "stage_steps": 0, "finished": False}
         if resume:
             self._load_state()
+            self._extend_budget()
         else:
             self._init_run_dir()
 
@@ -112,6 +113,8 @@ class Trainer:
                              f"--load {layer}={path}")
 
     def _init_run_dir(self) -> None:
+        if self.out.exists() and not self.out.is_dir():
+            raise ConfigError(f"--out {self.out} is a file, not a folder", "pass a new folder to --out")
         if self.out.exists() and any(self.out.iterdir()):
             raise ConfigError(f"run folder {self.out} already exists and is not empty",
                               f"pass a new --out, or continue it with `hdppo train --resume {self.out}`")
@@ -130,6 +133,19 @@ class Trainer:
             raise ConfigError(f"{self.out} has no state.json, so it is not an hdppo run folder",
                               "pass the folder a `hdppo train` run wrote")
         self.state.update(json.loads(path.read_text()))
+
+    def _extend_budget(self) -> None:
+        """`--resume RUN --steps N` past what the run has done: the last stage trains on to N env steps in all."""
+        extra = self.tc.steps - int(self.state["env_steps"])
+        if extra > 0 and self.state["stage"] >= len(self.stages):
+            self.state.update(stage=len(self.stages) - 1, stage_steps=self.stages[-1].steps - extra,
+                              finished=False)
+        config_path = self.out / "config.json"
+        config = json.loads(config_path.read_text())
+        if config["train"].get("steps") != self.tc.steps:       # a later plain --resume keeps the new budget
+            config["train"]["steps"] = self.tc.steps
+            config["stages"] = [s.__dict__ for s in self.stages]
+            _write_json(config_path, config)
 
     def _save_state(self) -> None:
         _write_json(self.out / "state.json", self.state)
