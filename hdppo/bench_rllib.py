@@ -1,8 +1,8 @@
 """Reference throughput: RLlib PPO training on MPE2 ``simple_spread``.
 
 hdppo's benchmark compares its own training throughput against this number.
-:func:`rllib_ppo_steps_per_second` starts a private, loopback-only Ray
-instance, trains RLlib's PPO (new API stack: ``RLModule``/``Learner``/
+:func:`rllib_ppo_steps_per_second` starts a private local Ray instance
+(never joins an existing cluster; no dashboard), trains RLlib's PPO (new API stack: ``RLModule``/``Learner``/
 ``EnvRunner``, the 2.x default) with ONE shared module for all agents on
 ``mpe2.simple_spread_v3.parallel_env(N=n_agents, continuous_actions=False)``
 wrapped in :class:`ray.rllib.env.wrappers.pettingzoo_env.ParallelPettingZooEnv`,
@@ -25,7 +25,8 @@ acting once, i.e. ``n_agents`` *agent steps*.  Therefore:
   batch into minibatches of ``minibatch_size`` rows of the (single, shared)
   module, i.e. agent transitions.  So the number of SGD steps per iteration is
   about ``num_epochs * train_batch_size * n_agents / minibatch_size`` and grows
-  with ``n_agents``;
+  with ``n_agents`` (RLlib also adds one bootstrap row per agent per episode
+  chunk: 1000 env steps at N=6 train 4 * 6240 module rows);
 * the returned ``env_steps`` / ``env_steps_per_s`` are env steps (all agents
   act once); ``agent_steps_per_s`` is the corresponding agent-step rate.
 
@@ -36,6 +37,23 @@ Counters used (Ray 2.60 result dict): ``result["env_runners"]
 difference of the lifetime counters across the timed iterations divided by
 the wall time of those ``train()`` calls (sampling + learning + weight sync).
 
+Known RLlib slowdown (Ray 2.60)
+------------------------------
+``MultiAgentEnvRunner._sample`` calls ``episode.to_numpy()`` on *every*
+episode finished so far in the current ``sample()`` call after *every* env
+step, so one ``sample()`` call costs O(fragment_length * finished_episodes).
+With RLlib's default ``rollout_fragment_length="auto"`` and one EnvRunner the
+fragment is the whole train batch (4000 env steps = 160 episodes of 25
+steps), which roughly halves throughput at N=6.  ``rollout_fragment_length``
+(e.g. 200) avoids it without changing the train batch; the default here
+stays ``"auto"`` to measure RLlib as configured out of the box.
+
+Threads: the local Learner runs in the calling process
+(``torch.set_num_threads(1)`` for the duration of the call, then restored);
+EnvRunner actors get ``OMP_NUM_THREADS=1`` etc. through Ray's
+``runtime_env`` (RLlib's ``python_environment()`` settings are only read by
+the old API stack's RolloutWorker).
+
 Run ``python -m hdppo.bench_rllib --help`` for the command line.
 """
 
@@ -43,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from typing import Any
 
@@ -106,6 +123,7 @@ def rllib_ppo_steps_per_second(
     warmup_iterations: int = 1,
     hidden: tuple[int, ...] = (64, 64),
     seed: int = 0,
+    rollout_fragment_length: int | str = "auto",
 ) -> dict:
     """Train RLlib PPO on simple_spread and measure its throughput.
 
@@ -115,13 +133,18 @@ def rllib_ppo_steps_per_second(
     the timed iterations), ``seconds`` (wall time of the timed ``train()``
     calls), ``train_batch_size`` and ``ray_version``.  Ray is always shut
     down before returning.
+
+    ``rollout_fragment_length`` is passed to RLlib unchanged; the default
+    ``"auto"`` (RLlib's default) makes every EnvRunner sample its whole share
+    of the train batch in one ``sample()`` call, which is quadratic in RLlib
+    2.60's multi-agent runner (see "Known RLlib slowdown" in the module
+    docstring).  A small value such as ``200`` keeps the same train batch
+    but collects it in several ``sample()`` calls.
     """
     if iterations < 1:
         raise ValueError("iterations must be >= 1")
     if warmup_iterations < 0:
         raise ValueError("warmup_iterations must be >= 0")
-    for key, value in _THREAD_ENV.items():
-        os.environ.setdefault(key, value)
 
     import ray
     import torch
@@ -131,17 +154,27 @@ def rllib_ppo_steps_per_second(
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
     from ray.tune.registry import register_env
 
-    torch.set_num_threads(1)  # the local Learner runs in this (driver) process
-
+    # A private local instance (not ``address="auto"``): it never joins an
+    # existing cluster.  If the caller already has Ray initialised this raises
+    # instead of silently sharing (and later shutting down) the caller's Ray.
     ray.init(
-        num_cpus=2,
+        # 2 CPUs (this machine); more logical CPUs only when more EnvRunners
+        # (1 CPU each) are requested, so their actors can be scheduled at all.
+        num_cpus=max(2, num_env_runners + 1),
         include_dashboard=False,
         log_to_driver=False,
         ignore_reinit_error=False,
+        # Env vars set at worker start are what make torch/numpy in the
+        # EnvRunner actors single-threaded; RLlib's python_environment()
+        # setting is only read by the old-stack RolloutWorker.
         runtime_env={"env_vars": dict(_THREAD_ENV)},
     )
+    # The local Learner (num_learners=0) runs in this driver process; the
+    # caller's setting is restored afterwards.
+    previous_threads = torch.get_num_threads()
     algo = None
     try:
+        torch.set_num_threads(1)
         register_env(_ENV_NAME, _make_env)
         config = (
             PPOConfig()
@@ -154,15 +187,11 @@ def rllib_ppo_steps_per_second(
                 num_env_runners=num_env_runners,
                 num_envs_per_env_runner=envs_per_runner,
                 num_cpus_per_env_runner=1,
-                rollout_fragment_length="auto",
+                rollout_fragment_length=rollout_fragment_length,
                 batch_mode="truncate_episodes",
             )
             .learners(num_learners=0, num_gpus_per_learner=0)
             .resources(num_cpus_for_main_process=1)
-            .python_environment(
-                extra_python_environs_for_driver=dict(_THREAD_ENV),
-                extra_python_environs_for_worker=dict(_THREAD_ENV),
-            )
             .multi_agent(
                 policies={_MODULE_ID},
                 policy_mapping_fn=_map_all_to_shared,
@@ -215,6 +244,7 @@ def rllib_ppo_steps_per_second(
             except Exception:  # noqa: BLE001 - shutting down anyway
                 pass
         ray.shutdown()
+        torch.set_num_threads(previous_threads)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -232,6 +262,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup-iterations", type=int, default=1)
     parser.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--rollout-fragment-length",
+        default="auto",
+        help='env steps per EnvRunner.sample() call; "auto" (RLlib default) = whole batch',
+    )
     args = parser.parse_args(argv)
     result = rllib_ppo_steps_per_second(
         n_agents=args.n_agents,
@@ -245,6 +280,11 @@ def main(argv: list[str] | None = None) -> None:
         warmup_iterations=args.warmup_iterations,
         hidden=tuple(args.hidden),
         seed=args.seed,
+        rollout_fragment_length=(
+            args.rollout_fragment_length
+            if args.rollout_fragment_length == "auto"
+            else int(args.rollout_fragment_length)
+        ),
     )
     print(json.dumps(result, indent=2))
 
