@@ -40,6 +40,10 @@ def any_children(flags: np.ndarray, idx: np.ndarray, mask: np.ndarray) -> np.nda
 
 def default_features(features: np.ndarray, alive: np.ndarray, idx: np.ndarray, struct: np.ndarray) -> np.ndarray:
     """A parent's default own features: [mean, max over living children, fraction of children alive]."""
+    if alive.all() and struct.all():      # nobody dead and full groups: plain mean and max
+        ch = gather_children(features, idx)
+        ones = np.ones(idx.shape[:2] + (1,), dtype=np.float32)
+        return np.concatenate([ch.mean(axis=2, dtype=np.float32), ch.max(axis=2), ones], axis=2)
     live = struct & gather_children(alive, idx)
     mean, mx, count = masked_mean_max(features, idx, live)
     frac = count / np.maximum(struct.sum(axis=2), 1)

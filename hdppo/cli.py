@@ -154,6 +154,25 @@ def _checkpoint_message(exc: CheckpointError) -> str:
     return f"{problem}\n  fix: {fix}"
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    import dataclasses
+    import shlex
+    from pathlib import Path
+    from .bench import BenchConfig, markdown, run_benchmark
+    from .config import apply_overrides, parse_assignments
+    cfg = apply_overrides(BenchConfig(), parse_assignments(args.overrides), what="bench config")
+    if args.no_rllib:
+        cfg = dataclasses.replace(cfg, rllib=False)
+    result = run_benchmark(cfg, log=lambda m: print(m, flush=True))
+    command = "hdppo bench " + " ".join(shlex.quote(a) for a in args.argv)
+    text = markdown(result, cfg, command.strip())
+    print(text)
+    if args.write:
+        Path(args.write).write_text(text)
+        print(f"wrote {args.write}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hdppo", description="Hierarchical multi-agent teams trained with per-layer DPPO.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
@@ -196,6 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--deterministic", action="store_true", help="greedy actions instead of sampling")
     e.add_argument("--debug", action="store_true", help="show full tracebacks")
     e.set_defaults(func=_cmd_eval)
+
+    b = sub.add_parser("bench", help="throughput on spread: raw env, rollout, training (flat, 3-layer), RLlib PPO")
+    b.add_argument("overrides", nargs="*", help="bench settings key=value (workers, envs_per_worker, rollout, ...)")
+    b.add_argument("--no-rllib", action="store_true", help="skip the RLlib PPO row")
+    b.add_argument("--write", metavar="FILE", help="also write the markdown table to FILE")
+    b.add_argument("--debug", action="store_true", help="show full tracebacks")
+    b.set_defaults(func=_cmd_bench)
     return p
 
 
@@ -214,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
         args.overrides = list(args.overrides) + extra
+    args.argv = list(argv if argv is not None else sys.argv[1:])[1:]
     try:
         return int(args.func(args) or 0)
     except (HdppoError, CheckpointError) as exc:

@@ -288,6 +288,7 @@ class HierarchyEnv:
                 f = agg.default_features(self.feat[i + 1], self.alive[i + 1], idx, struct)
             self.feat[i] = self._with_state(i, f)
         self._goal_feat: list[np.ndarray | None] = [None] * L
+        self._slot_alive: list[np.ndarray | None] = [None] * L
 
     def _with_state(self, i: int, features: np.ndarray) -> np.ndarray:
         """Layer i's features, with the env's global state appended when the layer asks for it."""
@@ -302,31 +303,33 @@ class HierarchyEnv:
         if i == 0:
             return None
         if self._goal_feat[i] is None:
-            parent = self.specs[i - 1]
-            goals = self.goals[i]
-            if parent.goal_features is not None:
-                ctx = LayerContext(self.feat[i], self.alive[i], goals, None, self.t, self.env)
-                out = np.asarray(parent.goal_features(goals, ctx), dtype=np.float32)
-                want = (self.n_envs, len(self.info[i].nodes), self.info[i].goal_feature_space.shape[0])
-                if out.shape != want:
-                    raise ScenarioError(f"goal_features of layer {parent.name!r} returned shape {out.shape}, "
-                                        f"expected {want}", "return [E, N_children, F] matching goal_features_space",
-                                        where=f"scenario {self.scenario.name!r}")
-            elif isinstance(parent.goal_space, gym.spaces.Discrete):
-                out = agg.one_hot(goals, int(parent.goal_space.n))
-            else:
-                out = goals.reshape(goals.shape[0], goals.shape[1], -1).astype(np.float32)
-            self._goal_feat[i] = out
+            self._goal_feat[i] = self._ground(i, self.feat[i], self.alive[i], self.goals[i])
         return self._goal_feat[i]
 
+    def _ground(self, i: int, features: np.ndarray, alive: np.ndarray, goals: np.ndarray) -> np.ndarray:
+        parent = self.specs[i - 1]
+        if parent.goal_features is not None:
+            out = np.asarray(parent.goal_features(goals, LayerContext(features, alive, goals, None, self.t, self.env)),
+                             dtype=np.float32)
+            want = (self.n_envs, len(self.info[i].nodes), self.info[i].goal_feature_space.shape[0])
+            if out.shape != want:
+                raise ScenarioError(f"goal_features of layer {parent.name!r} returned shape {out.shape}, "
+                                    f"expected {want}", "return [E, N_children, F] matching goal_features_space",
+                                    where=f"scenario {self.scenario.name!r}")
+            return out
+        if isinstance(parent.goal_space, gym.spaces.Discrete):
+            return agg.one_hot(goals, int(parent.goal_space.n))
+        return goals.reshape(goals.shape[0], goals.shape[1], -1).astype(np.float32)
+
     def context(self, i: int, alive: np.ndarray | None = None) -> LayerContext:
-        """What layer i's hooks see now: features, goals (raw and grounded), children of upper layers."""
-        ctx = LayerContext(self.feat[i], self.alive[i] if alive is None else alive, self.goals[i],
-                           self.goal_features(i), self.t, self.env)
+        """What layer i's hooks see now; children's arrays are gathered only if a hook reads them."""
+        children = {}
         if i < self.n_layers - 1:
-            ctx.child_features = agg.gather_children(self.feat[i + 1], self.idx[i])
-            ctx.child_alive = self.struct[i] & agg.gather_children(self.alive[i + 1], self.idx[i])
-        return ctx
+            idx, struct, feat_below, alive_below = self.idx[i], self.struct[i], self.feat[i + 1], self.alive[i + 1]
+            children = dict(child_features=lambda: agg.gather_children(feat_below, idx),
+                            child_alive=lambda: struct & agg.gather_children(alive_below, idx))
+        return LayerContext(self.feat[i], self.alive[i] if alive is None else alive, self.goals[i],
+                            lambda: self.goal_features(i), self.t, self.env, **children)
 
     def node_obs(self, i: int) -> np.ndarray:
         """Layer i's node observations [E, N, D]: own features plus grounded goal."""
@@ -346,11 +349,13 @@ class HierarchyEnv:
         return np.concatenate([parent, child, onehot], axis=3).reshape(E, N * C, -1)
 
     def slot_alive(self, i: int) -> np.ndarray:
-        """Slots of layer i whose node (and child, for per_child) is alive [E, S]."""
+        """Slots of layer i whose node (and child, for per_child) is alive [E, S] (cached per step)."""
         if self.info[i].choice != "per_child":
             return self.alive[i]
-        live = self.struct[i] & agg.gather_children(self.alive[i + 1], self.idx[i])
-        return live.reshape(self.n_envs, -1)
+        if self._slot_alive[i] is None:
+            live = self.struct[i] & agg.gather_children(self.alive[i + 1], self.idx[i])
+            self._slot_alive[i] = live.reshape(self.n_envs, -1)
+        return self._slot_alive[i]
 
     def _slot_view(self, i: int, node_values: np.ndarray) -> np.ndarray:
         """Node values [E, N] as slot values [E, S] (per_child pairs take their parent's value)."""
@@ -431,8 +436,8 @@ class HierarchyEnv:
     def _advance(self) -> StepResult:
         E, L = self.n_envs, self.n_layers
         pre_alive = [a.copy() for a in self.alive]
-        pre_feat = [self.feat[i] for i in range(L)]
-        pre_goal = [self.goal_features(i) for i in range(L)]
+        pre_feat, pre_goal_cache = self.feat, self._goal_feat
+        pre_goals = [None if g is None else g.copy() for g in self.goals]
         step: EnvStep = self.env.step(self._env_actions)
         self._check_finite(step)
         self._compute_features()
@@ -449,7 +454,9 @@ class HierarchyEnv:
         results = []
         for i, spec in enumerate(self.specs):
             ctx = self.context(i, pre_alive[i])
-            ctx.prev_features, ctx.prev_goal_features = pre_feat[i], pre_goal[i]
+            ctx.prev_features = pre_feat[i]
+            ctx._lazy["prev_goal_features"] = (lambda i=i: pre_goal_cache[i] if pre_goal_cache[i] is not None
+                                               else self._ground(i, pre_feat[i], pre_alive[i], pre_goals[i]))
             reward = spec.w_ext * ext[i]
             if spec.intrinsic is not None and spec.w_int != 0.0:
                 reward = reward + spec.w_int * np.asarray(spec.intrinsic(ctx), dtype=np.float64)

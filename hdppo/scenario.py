@@ -42,24 +42,44 @@ class ScenarioConfig:
     interval: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass
 class LayerContext:
     """What scenario hooks of one layer see: arrays over env copies E and the layer's nodes N.
 
-    For goal_features and goal_success the nodes are the ones receiving the goals (the children).
-    intrinsic and goal_success run after the env step; prev_* hold the state before it.
+    features [E, N, D] the nodes' own features (no goal); alive [E, N] nodes with a living unit;
+    goals [E, N] int or [E, N, G] float from the parent; goal_features [E, N, F] those goals
+    grounded; t [E] the env step inside the episode; env the BatchedEnv (native scenarios expose
+    state on it). Upper layers also have child_features [E, N, C, Dc] and child_alive [E, N, C].
+    intrinsic and goal_success run after the env step; prev_features / prev_goal_features hold the
+    state before it. For goal_features and goal_success the nodes are those receiving the goals.
+    Optional fields are computed only when a hook reads them (None where they do not apply).
     """
 
-    features: np.ndarray                 # [E, N, D] the nodes' own features (no goal)
-    alive: np.ndarray                    # [E, N] bool, nodes with a living unit
-    goals: np.ndarray | None = None      # [E, N] int or [E, N, G] float: goal from the parent, if any
-    goal_features: np.ndarray | None = None  # [E, N, F] the goals grounded for these nodes
-    t: np.ndarray | None = None          # [E] env step inside the episode
-    env: Any = None                      # the BatchedEnv, for native scenarios that expose state
-    child_features: np.ndarray | None = None  # [E, N, C, Dc] children's features (upper layers)
-    child_alive: np.ndarray | None = None     # [E, N, C] bool living children (upper layers)
-    prev_features: np.ndarray | None = None   # reward hooks: features before this env step
-    prev_goal_features: np.ndarray | None = None  # reward hooks: grounded goals before this env step
+    OPTIONAL = ("goals", "goal_features", "t", "env", "child_features", "child_alive", "prev_features",
+                "prev_goal_features")
+
+    def __init__(self, features: np.ndarray, alive: np.ndarray, goals: np.ndarray | None = None,
+                 goal_features: Any = None, t: np.ndarray | None = None, env: Any = None,
+                 child_features: Any = None, child_alive: Any = None, prev_features: Any = None,
+                 prev_goal_features: Any = None) -> None:
+        self.features, self.alive = features, alive
+        self._lazy: dict[str, Callable[[], Any]] = {}
+        given = dict(goals=goals, goal_features=goal_features, t=t, env=env, child_features=child_features,
+                     child_alive=child_alive, prev_features=prev_features, prev_goal_features=prev_goal_features)
+        for name, value in given.items():
+            if callable(value) and name not in ("env",):
+                self._lazy[name] = value            # computed on first read
+            else:
+                setattr(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        lazy = self.__dict__.get("_lazy", {})
+        if name in lazy:
+            value = lazy.pop(name)()
+            setattr(self, name, value)
+            return value
+        if name in LayerContext.OPTIONAL:
+            return None
+        raise AttributeError(f"LayerContext has no field {name!r}")
 
 
 @dataclass

@@ -60,7 +60,7 @@ class ParameterServer:
         self.name = info.name
         self.device = torch.device(device)
         self.policy = build_policy(info, lc, seed).to(self.device)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lc.lr, eps=1e-5)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lc.lr, eps=1e-5, fused=True)
         self.version = 0
         self.progress = 0.0
         self.stats = ServerStats()

@@ -234,6 +234,7 @@ class _Loop:
         self.last_log = 0.0
         self.t0 = time.perf_counter()
         self.steps_at_start = trainer.state["stage_steps"]
+        self.rounds: dict[str, int] = {}
         for name, s in servers.items():
             self.publish(name)
 
@@ -426,14 +427,24 @@ class _Loop:
         if rate is not None:
             values["goal_success"] = rate
         self.sink.log(name, self.t.state["env_steps"], values)
+        per_worker: dict[int, list[float]] = {}
         for row in rows:
             for w, c in (row.get("per_worker_cosine") or {}).items():
-                self.sink.log(f"{name}/worker_{w}", self.t.state["env_steps"], {"grad_cosine": c})
-                break
+                per_worker.setdefault(w, []).append(c)
+        for r in results:
+            row = {"sps": r.env_steps / max(r.seconds, 1e-9)}
+            if r.worker in per_worker:
+                row["grad_cosine"] = float(np.nanmean(per_worker[r.worker]))
+            st = r.layer_stats.get(name)
+            if st:
+                row["transitions"] = st["transitions"]
+                row["explained_variance"] = st["explained_variance"]
+            self.sink.log(f"{name}/worker_{r.worker}", self.t.state["env_steps"], row)
+        self.rounds[name] = self.rounds.get(name, 0) + 1
         self.layer_view[name].update({"updates": server.stats.updates, "version": server.version,
                                       "kl": values.get("approx_kl", float("nan")),
                                       "clipfrac": values.get("clipfrac", float("nan"))})
-        if server.stats.updates % max(self.tc.checkpoint_every, 1) == 0:
+        if self.rounds[name] % max(self.tc.checkpoint_every, 1) == 0:
             self.save(name)
 
     def save(self, name: str) -> None:

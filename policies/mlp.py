@@ -24,6 +24,13 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
 Array = torch.Tensor | np.ndarray
 
 
+def _forward(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """Run a Sequential calling each module's forward directly (skips per-call hook machinery)."""
+    for m in seq:
+        x = m.forward(x)
+    return x
+
+
 def _mlp(in_dim: int, hidden: tuple[int, ...], activation: str) -> tuple[nn.Sequential, int]:
     """Hidden layers (orthogonal init, gain sqrt(2)) and their output width."""
     layers: list[nn.Module] = []
@@ -110,12 +117,12 @@ class ActorCritic(nn.Module):
     def distribution(self, obs: Array, mask: Mask = None, roles: Array | None = None) -> Distribution:
         """The action distribution for observations ``[B, obs_dim]``."""
         x = self._with_role(self._tensor(obs), roles, "actor_roles")
-        return self.head.dist(self.actor_body(x), mask)
+        return self.head.dist(_forward(self.actor_body, x), mask)
 
     def value(self, obs: Array, roles: Array | None = None, critic_obs: Array | None = None) -> torch.Tensor:
         """State values ``[B]`` (keeps the graph; wrap in ``torch.no_grad()`` for rollouts)."""
         x = self._with_role(self._critic_input(obs, critic_obs), roles, "critic_roles")
-        return self.value_out(self.critic_body(x)).squeeze(-1)
+        return self.value_out.forward(_forward(self.critic_body, x)).squeeze(-1)
 
     @torch.no_grad()
     def act(

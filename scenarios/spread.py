@@ -59,10 +59,12 @@ def make_layers(cfg: SpreadConfig) -> list[Layer]:
         return np.take_along_axis(vec, goals[..., None, None], axis=2)[:, :, 0]
 
     def unit_reached(ctx: LayerContext) -> np.ndarray:
-        return np.linalg.norm(ctx.goal_features, axis=-1) < REACHED
+        g = ctx.goal_features
+        return np.hypot(g[..., 0], g[..., 1]) < REACHED
 
     def unit_intrinsic(ctx: LayerContext) -> np.ndarray:
-        return -np.linalg.norm(ctx.goal_features, axis=-1)
+        g = ctx.goal_features
+        return -np.hypot(g[..., 0], g[..., 1])
 
     if cfg.layers == 1:        # flat: no goals, so no goal-reaching reward
         return [Layer("low", interval=1)]
@@ -81,7 +83,7 @@ def make_layers(cfg: SpreadConfig) -> list[Layer]:
 
     def squad_covered(ctx: LayerContext) -> np.ndarray:
         vec = _landmark_vectors(ctx.child_features, n)                    # [E, S, C, n, 2]
-        dist = np.linalg.norm(vec, axis=-1)
+        dist = np.hypot(vec[..., 0], vec[..., 1])
         dist = np.where(ctx.child_alive[..., None], dist, np.inf).min(axis=2)   # [E, S, n]
         chosen = subsets[ctx.goals]
         return (np.take_along_axis(dist, chosen, axis=2) < REACHED).all(axis=2)
