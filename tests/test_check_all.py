@@ -1,0 +1,26 @@
+"""DESIGN.md: every registered scenario and every example passes `hdppo check`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hdppo.check import run_check
+from hdppo.scenario import _names
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted(str(p) for p in (ROOT / "examples" / "scenarios").glob("*.py"))
+
+
+@pytest.mark.parametrize("target", _names() + EXAMPLES)
+def test_scenario_passes_check(target):
+    report = run_check(target, episodes=2, n_envs=2, seed=0, api_cycles=60)
+    failed = [f"{line.name}: {line.detail}" for line in report.lines if not line.ok]
+    assert report.ok, failed
+    assert len(report.lines) >= 8    # loads, API test, graph, episodes, spaces, intervals, deaths, SMDP, rewards...
+
+
+def test_check_fails_on_a_broken_scenario_with_the_reason():
+    report = run_check(str(ROOT / "tests" / "scenarios_broken" / "bad_interval.py"))
+    assert not report.ok
+    assert "multiple" in report.lines[-1].detail
