@@ -64,11 +64,11 @@ class TrainConfig:
     steps: int = 200_000                  # env steps (one step = every copy's units act once) in all
     seed: int = 0
     workers: int = 0                      # 0 = about 75% of the cores
-    envs_per_worker: int = 8
+    envs_per_worker: int = 16
     backend: Literal["inline", "process", "ray"] = "process"
     schedule: Literal["concurrent", "bottom-up"] = "concurrent"
     finetune: float = 0.0                 # bottom-up: fraction of steps for a final joint stage
-    checkpoint_every: int = 20            # updates of a layer between its checkpoints
+    checkpoint_every: int = 20            # rollout updates of a layer between its checkpoints
     log_every: float = 5.0                # seconds between metric rows
     progress: bool = True
     device: str = "cpu"                   # where servers train in experience mode
