@@ -269,26 +269,33 @@ class HierarchyEnv:
 
     # ---- observations ----------------------------------------------------------------------
     def _compute_features(self) -> None:
-        """Bottom-up: units' env observations, then each parent's features over living children."""
+        """Units' env observations and every node's alive flag; upper layers' features on demand."""
         L = self.n_layers
-        self.feat: list[np.ndarray] = [None] * L  # type: ignore[list-item]
+        self._feat: list[np.ndarray | None] = [None] * L
         self.alive: list[np.ndarray] = [None] * L  # type: ignore[list-item]
-        self.feat[-1] = self._with_state(L - 1, self.env.obs.copy())
+        self._feat[-1] = self._with_state(L - 1, self.env.obs.copy())
         self.alive[-1] = self.env.alive.copy()
         for i in reversed(range(L - 1)):
-            idx, struct = self.idx[i], self.struct[i]
-            live = struct & agg.gather_children(self.alive[i + 1], idx)
-            self.alive[i] = live.any(axis=2)
-            spec = self.specs[i]
-            if spec.observe is not None:
-                ctx = LayerContext(None, self.alive[i], self.goals[i], None, self.t, self.env,  # type: ignore[arg-type]
-                                   agg.gather_children(self.feat[i + 1], idx), live)
-                f = np.asarray(spec.observe(ctx), dtype=np.float32)
-            else:
-                f = agg.default_features(self.feat[i + 1], self.alive[i + 1], idx, struct)
-            self.feat[i] = self._with_state(i, f)
+            self.alive[i] = agg.any_children(self.alive[i + 1], self.idx[i], self.struct[i])
         self._goal_feat: list[np.ndarray | None] = [None] * L
         self._slot_alive: list[np.ndarray | None] = [None] * L
+
+    def features(self, i: int) -> np.ndarray:
+        """Layer i's own features [E, N, D]: bottom-up over living children (computed once per step)."""
+        if self._feat[i] is None:
+            self._feat[i] = self._layer_features(i, self.features(i + 1), self.alive[i + 1], self.alive[i])
+        return self._feat[i]
+
+    def _layer_features(self, i: int, below: np.ndarray, alive_below: np.ndarray, alive: np.ndarray) -> np.ndarray:
+        idx, struct, spec = self.idx[i], self.struct[i], self.specs[i]
+        if spec.observe is not None:
+            live = struct & agg.gather_children(alive_below, idx)
+            ctx = LayerContext(None, alive, self.goals[i], None, self.t, self.env,  # type: ignore[arg-type]
+                               agg.gather_children(below, idx), live)
+            f = np.asarray(spec.observe(ctx), dtype=np.float32)
+        else:
+            f = agg.default_features(below, alive_below, idx, struct)
+        return self._with_state(i, f)
 
     def _with_state(self, i: int, features: np.ndarray) -> np.ndarray:
         """Layer i's features, with the env's global state appended when the layer asks for it."""
@@ -303,7 +310,7 @@ class HierarchyEnv:
         if i == 0:
             return None
         if self._goal_feat[i] is None:
-            self._goal_feat[i] = self._ground(i, self.feat[i], self.alive[i], self.goals[i])
+            self._goal_feat[i] = self._ground(i, self.features(i), self.alive[i], self.goals[i])
         return self._goal_feat[i]
 
     def _ground(self, i: int, features: np.ndarray, alive: np.ndarray, goals: np.ndarray) -> np.ndarray:
@@ -325,16 +332,17 @@ class HierarchyEnv:
         """What layer i's hooks see now; children's arrays are gathered only if a hook reads them."""
         children = {}
         if i < self.n_layers - 1:
-            idx, struct, feat_below, alive_below = self.idx[i], self.struct[i], self.feat[i + 1], self.alive[i + 1]
-            children = dict(child_features=lambda: agg.gather_children(feat_below, idx),
+            idx, struct, alive_below = self.idx[i], self.struct[i], self.alive[i + 1]
+            children = dict(child_features=lambda: agg.gather_children(self.features(i + 1), idx),
                             child_alive=lambda: struct & agg.gather_children(alive_below, idx))
-        return LayerContext(self.feat[i], self.alive[i] if alive is None else alive, self.goals[i],
+        return LayerContext(lambda: self.features(i), self.alive[i] if alive is None else alive, self.goals[i],
                             lambda: self.goal_features(i), self.t, self.env, **children)
 
     def node_obs(self, i: int) -> np.ndarray:
         """Layer i's node observations [E, N, D]: own features plus grounded goal."""
         g = self.goal_features(i)
-        return self.feat[i] if g is None else np.concatenate([self.feat[i], g], axis=2)
+        f = self.features(i)
+        return f if g is None else np.concatenate([f, g], axis=2)
 
     def decision_obs(self, i: int) -> np.ndarray:
         """The policy input of every slot of layer i [E, S, D]."""
@@ -343,7 +351,7 @@ class HierarchyEnv:
             return own
         idx = self.idx[i]
         E, N, C = idx.shape
-        child = agg.gather_children(self.feat[i + 1], idx)                    # [E, N, C, Dc]
+        child = agg.gather_children(self.features(i + 1), idx)                 # [E, N, C, Dc]
         parent = np.broadcast_to(own[:, :, None, :], (E, N, C, own.shape[2]))
         onehot = np.broadcast_to(np.eye(C, dtype=np.float32)[None, None], (E, N, C, C))
         return np.concatenate([parent, child, onehot], axis=3).reshape(E, N * C, -1)
@@ -436,7 +444,7 @@ class HierarchyEnv:
     def _advance(self) -> StepResult:
         E, L = self.n_envs, self.n_layers
         pre_alive = [a.copy() for a in self.alive]
-        pre_feat, pre_goal_cache = self.feat, self._goal_feat
+        pre_feat, pre_goal_cache = self._feat, self._goal_feat
         pre_goals = [None if g is None else g.copy() for g in self.goals]
         step: EnvStep = self.env.step(self._env_actions)
         self._check_finite(step)
@@ -446,17 +454,20 @@ class HierarchyEnv:
         ext[-1] = np.where(pre_alive[-1], step.rewards, 0.0)
         trunc: list[np.ndarray] = [None] * L  # type: ignore[list-item]
         trunc[-1] = step.truncated & pre_alive[-1]
+        any_trunc = bool(trunc[-1].any())
         for i in reversed(range(L - 1)):
             ext[i] = agg.sum_children(ext[i + 1], self.idx[i], self.struct[i])
-            trunc[i] = agg.any_children(trunc[i + 1], self.idx[i], self.struct[i])
+            trunc[i] = (agg.any_children(trunc[i + 1], self.idx[i], self.struct[i]) if any_trunc
+                        else np.zeros(self.alive[i].shape, dtype=bool))
         self.unit_env_return += ext[-1]
         done = step.done
         results = []
         for i, spec in enumerate(self.specs):
             ctx = self.context(i, pre_alive[i])
-            ctx.prev_features = pre_feat[i]
+            ctx._lazy["prev_features"] = lambda i=i: self._pre_features(i, pre_feat, pre_alive)
             ctx._lazy["prev_goal_features"] = (lambda i=i: pre_goal_cache[i] if pre_goal_cache[i] is not None
-                                               else self._ground(i, pre_feat[i], pre_alive[i], pre_goals[i]))
+                                               else self._ground(i, self._pre_features(i, pre_feat, pre_alive),
+                                                                 pre_alive[i], pre_goals[i]))
             reward = spec.w_ext * ext[i]
             if spec.intrinsic is not None and spec.w_int != 0.0:
                 reward = reward + spec.w_int * np.asarray(spec.intrinsic(ctx), dtype=np.float64)
@@ -477,6 +488,13 @@ class HierarchyEnv:
             self._reset_state(done)
             self._compute_features()
         return StepResult(results, step.rewards, done, episodes)
+
+    def _pre_features(self, i: int, cache: list, alive: list) -> np.ndarray:
+        """Layer i's features before this env step, from the pre-step cache (filled in on demand;
+        a use_state layer then carries the post-step state)."""
+        if cache[i] is None:
+            cache[i] = self._layer_features(i, self._pre_features(i + 1, cache, alive), alive[i + 1], alive[i])
+        return cache[i]
 
     def _check_finite(self, step: EnvStep) -> None:
         """Refuse NaN or infinite observations and rewards, naming the unit and the copy."""

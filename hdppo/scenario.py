@@ -61,8 +61,12 @@ class LayerContext:
                  goal_features: Any = None, t: np.ndarray | None = None, env: Any = None,
                  child_features: Any = None, child_alive: Any = None, prev_features: Any = None,
                  prev_goal_features: Any = None) -> None:
-        self.features, self.alive = features, alive
+        self.alive = alive
         self._lazy: dict[str, Callable[[], Any]] = {}
+        if callable(features):
+            self._lazy["features"] = features
+        else:
+            self.features = features
         given = dict(goals=goals, goal_features=goal_features, t=t, env=env, child_features=child_features,
                      child_alive=child_alive, prev_features=prev_features, prev_goal_features=prev_goal_features)
         for name, value in given.items():

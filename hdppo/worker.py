@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -127,7 +128,8 @@ class Worker:
         roles = info.slot_roles if lc.roles else None
 
         def act(d: Decision) -> np.ndarray:
-            return self._sample(policy, d, roles, lc.centralized, self.spec.deterministic)[0]
+            return _to_space(self._sample(policy, d, roles, lc.centralized, self.spec.deterministic)[0],
+                             info.action_space)
         return act
 
     @contextlib.contextmanager
@@ -160,7 +162,7 @@ class Worker:
             return rt.fixed(d)
         a, logp, v, crit = self._sample(rt.policy, d, rt.roles, rt.lc.centralized)
         rt.buffer.add(d.obs, d.mask, a, logp, v, d.action_mask, crit)
-        return a
+        return _to_space(a, rt.info.action_space)
 
     def _record(self, result: StepResult) -> None:
         for rt, step in zip(self.layers, result.layers):
@@ -267,6 +269,15 @@ class Worker:
 
     def close(self) -> None:
         self.hier.close()
+
+
+def _to_space(actions: np.ndarray, space: gym.Space) -> np.ndarray:
+    """Actions as the env takes them: Gaussian samples clipped into a Box and shaped like it
+    (the buffer keeps the unclipped sample, whose log-probability PPO needs)."""
+    if isinstance(space, gym.spaces.Box):
+        shaped = actions.reshape(actions.shape[:2] + space.shape)
+        return np.clip(shaped, space.low, space.high).astype(space.dtype)
+    return actions
 
 
 def policy_metas(worker: Worker) -> dict[str, dict]:

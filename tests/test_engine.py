@@ -167,3 +167,43 @@ def test_server_state_round_trip_restores_adam_exactly(tmp_path):
     t.apply_async(GradResult("low", 0, t.version, 4, g, {}))
     np.testing.assert_array_equal(s.params(), t.params())
     assert t.version == s.version == 4
+
+
+def test_async_process_backend_trains_and_counts_staleness(tmp_path):
+    run = train(tmp_path / "run", ["low"], steps=3000, workers=2, envs_per_worker=2, backend="process",
+                seed=0, sync="async", max_staleness=0, rollout=16, progress="false").out
+    _, meta = load_checkpoint(run / "checkpoints" / "low")
+    assert meta["version"] > 0
+    import csv
+    rows = list(csv.DictReader(open(run / "metrics" / "low.csv")))
+    assert rows and "staleness_mean" in rows[-1]
+    # two workers racing with max_staleness 0: gradients that arrive a version late are dropped
+    assert float(rows[-1]["staleness_max"]) >= 1
+    assert meta["dropped"] > 0 and meta["updates"] > 0
+
+
+def test_centralized_critic_and_role_embeddings_train(tmp_path):
+    run = train(tmp_path / "run", GRID_LAYERS, steps=1200, workers=1, envs_per_worker=2, backend="inline",
+                seed=0, centralized="true", roles="true", rollout=16, progress="false").out
+    for layer in GRID_LAYERS:
+        tensors, meta = load_checkpoint(run / "checkpoints" / layer)
+        assert meta["policy"]["centralized"] and meta["policy"]["n_roles"] > 0
+        assert any("roles" in k for k in tensors)
+        assert meta["version"] > 0
+
+
+def test_box_goals_train_and_stay_inside_their_space(tmp_path):
+    """An upper layer with a Box goal space: Gaussian head, actions clipped into the space."""
+    example = str(Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "adversary.py")
+    sc = load_scenario(example)
+    cfg = sc.make_config({"continuous": True})
+    names = [s.name for s in sc.build_layers(cfg)]
+    tc, _ = resolve_overrides({"steps": "800", "workers": "1", "envs_per_worker": "2", "backend": "inline",
+                               "rollout": "20", "progress": "false"}, names, set())
+    t = Trainer(RunSpec(example, {"continuous": True}, tc, names, {}, tmp_path / "run"))
+    t.run()
+    info = t.infos[0]
+    import gymnasium as gym
+    assert isinstance(info.action_space, gym.spaces.Box)
+    _, meta = load_checkpoint(tmp_path / "run" / "checkpoints" / info.name)
+    assert meta["version"] > 0
