@@ -32,14 +32,25 @@ class RolloutBuffer:
 
     def close(self, closed: np.ndarray, rewards: np.ndarray, discounts: np.ndarray) -> None:
         """Fill reward and discount of the transitions that closed at this step (arrays [E, S])."""
-        e, s = np.nonzero(closed & (self.open_row >= 0))
-        for r in np.unique(self.open_row[e, s]):
-            sel = self.open_row[e, s] == r
-            row = self.rows[r]
-            row["rewards"][e[sel], s[sel]] = rewards[e[sel], s[sel]]
-            row["discounts"][e[sel], s[sel]] = discounts[e[sel], s[sel]]
-            row["closed"][e[sel], s[sel]] = True
-        self.open_row[e, s] = -1
+        closing = closed & (self.open_row >= 0)
+        rows = self.open_row[closing]
+        if rows.size == 0:
+            return
+        lo, hi = rows.min(), rows.max()
+        if lo == hi:              # the usual case: every closing transition started at the same row
+            row = self.rows[lo]
+            np.copyto(row["rewards"], rewards, where=closing)
+            np.copyto(row["discounts"], discounts, where=closing)
+            row["closed"] |= closing
+        else:
+            e, s = np.nonzero(closing)
+            for r in np.unique(rows):
+                sel = rows == r
+                row = self.rows[r]
+                row["rewards"][e[sel], s[sel]] = rewards[e[sel], s[sel]]
+                row["discounts"][e[sel], s[sel]] = discounts[e[sel], s[sel]]
+                row["closed"][e[sel], s[sel]] = True
+        self.open_row[closing] = -1
 
     def take(self, lam: float, roles: np.ndarray) -> Batch:
         """Closed transitions as a flat Batch; rows with open transitions move to a fresh buffer."""

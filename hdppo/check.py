@@ -179,6 +179,7 @@ class _Recorder:
 
 
 def _conformance(report: CheckReport, hier: HierarchyEnv, episodes: int, seed: int) -> None:
+    hier.detailed_stats = True
     rec = _Recorder(hier, seed)
     finished, steps = 0, 0
     max_steps = 20000

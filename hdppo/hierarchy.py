@@ -104,6 +104,7 @@ class HierarchyEnv:
         self.cfg = cfg if cfg is not None else scenario.make_config()
         self.n_envs = n_envs
         self.autoreset = autoreset
+        self.detailed_stats = False
         self.gamma = float(self.cfg.gamma)
         self.specs: list[Layer] = scenario.build_layers(self.cfg)
         if env is None:
@@ -514,7 +515,9 @@ class HierarchyEnv:
         ended = open_ & (done[:, None] | ~self.slot_alive(i))
         boundary = ((self.t + 1) % self.specs[i].interval) == 0
         closed = ended | (open_ & boundary[:, None])
-        if self.info[i].choice == "per_child":
+        if not ended.any():
+            slot_trunc = ended
+        elif self.info[i].choice == "per_child":
             slot_trunc = agg.gather_children(trunc[i + 1], self.idx[i]).reshape(self.n_envs, -1)
         else:
             slot_trunc = trunc[i]
@@ -531,9 +534,10 @@ class HierarchyEnv:
                                  "team_return": float(self.unit_env_return[e].sum())}
         for i, spec in enumerate(self.specs):
             stats[f"return/{spec.name}"] = float(self.ep_return[i][e].mean())
-        stats["node_returns"] = {spec.name: self.ep_return[i][e].copy() for i, spec in enumerate(self.specs)}
-        stats["unit_env_returns"] = self.unit_env_return[e].copy()
-        stats["members"] = {spec.name: self._members(i, e) for i, spec in enumerate(self.specs)}
+        if self.detailed_stats:    # per-node returns and membership, for hdppo check's conservation test
+            stats["node_returns"] = {spec.name: self.ep_return[i][e].copy() for i, spec in enumerate(self.specs)}
+            stats["unit_env_returns"] = self.unit_env_return[e].copy()
+            stats["members"] = {spec.name: self._members(i, e) for i, spec in enumerate(self.specs)}
         stats.update(self.env.episode_info(int(e)))
         return stats
 

@@ -13,7 +13,10 @@ class RunningMeanStd:
     def update(self, x: np.ndarray) -> None:
         if x.size == 0:
             return
-        b_mean, b_var, b_count = float(x.mean()), float(x.var()), x.size
+        b_count = x.size
+        b_mean = float(np.add.reduce(x, axis=None)) / b_count
+        d = x - b_mean
+        b_var = float(np.add.reduce(d * d, axis=None)) / b_count
         delta = b_mean - self.mean
         total = self.count + b_count
         self.mean += delta * b_count / total
