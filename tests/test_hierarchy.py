@@ -245,3 +245,31 @@ def test_many_copies_equal_single_copies():
                 np.testing.assert_array_equal(a.closed[e], b.closed[0])
                 np.testing.assert_allclose(a.reward[e], b.reward[0], rtol=1e-6)
             np.testing.assert_allclose(many.decision_obs(2)[e], one.decision_obs(2)[0], rtol=1e-6)
+
+
+def test_spatial_groups_are_recomputed_at_every_reset():
+    """Squads formed by position at reset: each squad holds the units nearest each other."""
+    import dataclasses
+    from hdppo.graph import AgentGraph, spatial_groups
+    from hdppo.scenario import load_scenario
+    grid = load_scenario("grid")
+    scenario = dataclasses.replace(
+        grid, graph=lambda cfg, agents: AgentGraph.groups(agents, [cfg.squad_size], spatial=True))
+    cfg = scenario.make_config({"n_units": 6, "squad_size": 3, "size": 9, "max_steps": 3})
+    hier = HierarchyEnv(scenario, cfg, n_envs=3, seed=4)
+    seen = set()
+    for _ in range(4):
+        pos = hier.env.positions()
+        for e in range(3):
+            want = spatial_groups(pos[e].astype(float), 3)
+            got = np.zeros(6, dtype=int)
+            for squad in range(2):
+                got[hier.idx[1][e, squad][hier.struct[1][e, squad]]] = squad
+            # same partition as the reference grouping (squad labels may differ)
+            assert {frozenset(np.flatnonzero(got == g)) for g in range(2)} == \
+                   {frozenset(np.flatnonzero(want == g)) for g in range(2)}
+            seen.add(tuple(got))
+        pols = [uniform_policy(inf, 0) for inf in hier.info]
+        for _ in range(3):   # max_steps=3: every copy ends its episode and regroups
+            hier.step(lambda d: pols[d.layer](d))
+    assert len(seen) > 1      # the grouping really changes between episodes
