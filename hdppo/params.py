@@ -83,11 +83,7 @@ class SharedParams(ParamStore):
                 return version, ent, out
 
     def close(self) -> None:
-        for shm in self._blocks.values():
-            shm.close()
-            if self._owner:
-                shm.unlink()
-        self._blocks.clear()
+        _release(self._blocks, self._owner)
 
 
 class SharedGrads:
@@ -116,11 +112,16 @@ class SharedGrads:
         return np.ndarray((w, n), np.float32, self._blocks[layer].buf)[worker]
 
     def close(self) -> None:
-        for shm in self._blocks.values():
-            shm.close()
-            if self._owner:
-                shm.unlink()
-        self._blocks.clear()
+        _release(self._blocks, self._owner)
+
+
+def _release(blocks: dict[str, shared_memory.SharedMemory], owner: bool) -> None:
+    """Detach from every block; the creator also frees them."""
+    for shm in blocks.values():
+        shm.close()
+        if owner:
+            shm.unlink()
+    blocks.clear()
 
 
 def _attach(name: str) -> shared_memory.SharedMemory:

@@ -15,22 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import cli
 from hdppo.cli import main
 
 TESTS = Path(__file__).resolve().parent
 NAN_ENV = TESTS / "fixtures" / "nan_env.py"
 FAST = ["--backend", "inline", "--workers", "1", "--seed", "0", "--no-progress",
         "envs_per_worker=2", "rollout=16", "epochs=1", "minibatches=1"]
-
-
-def cli(capsys, *args: object) -> tuple[int, str, str]:
-    """Run `hdppo ARGS` in this process: (exit code, stdout, stderr)."""
-    try:
-        rc = main([str(a) for a in args])
-    except SystemExit as exc:                  # argparse errors
-        rc = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:

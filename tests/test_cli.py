@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import cli
 from hdppo.cli import main
 
 TESTS = Path(__file__).resolve().parent
@@ -19,16 +20,6 @@ BAD_GOAL_SPACE = TESTS / "scenarios_broken" / "bad_goal_space.py"
 # a fast, seeded training tail: one inline worker, two env copies
 FAST = ["--backend", "inline", "--workers", "1", "--seed", "0", "--no-progress", "envs_per_worker=2"]
 TINY = ["rollout=16", "epochs=1", "minibatches=1"]     # one gradient step per rollout of 16 steps x 2 copies
-
-
-def cli(capsys, *args: object) -> tuple[int, str, str]:
-    """Run `hdppo ARGS` in this process: (exit code, stdout, stderr)."""
-    try:
-        rc = main([str(a) for a in args])
-    except SystemExit as exc:                  # argparse errors
-        rc = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def read_json(path: Path) -> dict:
