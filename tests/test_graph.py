@@ -285,4 +285,5 @@ def test_agent_both_unit_and_opponent() -> None:
 def test_valid_graph_with_opponents_passes() -> None:
     g = AgentGraph.groups(["adversary_0", "adversary_1"], [1])
     g.validate(["adversary_0", "adversary_1", "agent_0"], opponents=["agent_0"],
-               layer_names=["high", "mid", "low"])
+               layer_names=["high", "mid", "low"])     # raises GraphError if anything is wrong
+    assert g.units == ["adversary_0", "adversary_1"] and "agent_0" not in g.graph

@@ -25,8 +25,10 @@ def cfg_with(**kw) -> GridConfig:
 @pytest.mark.parametrize("hazards", [0, 6])
 def test_parallel_api(hazards):
     env = GridParallelEnv(cfg_with(hazards=hazards))
-    parallel_api_test(env, num_cycles=200)
+    parallel_api_test(env, num_cycles=200)           # raises AssertionError on any API violation
     parallel_seed_test(lambda: GridParallelEnv(cfg_with(hazards=hazards)), num_cycles=200)
+    obs, _ = env.reset(seed=0)
+    assert set(obs) == set(env.possible_agents) and all(env.observation_space(a).contains(o) for a, o in obs.items())
 
 
 def test_parallel_env_removes_dead_and_gives_state():
