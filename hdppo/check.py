@@ -12,7 +12,7 @@ import numpy as np
 from .controllers import uniform_policy
 from .errors import HdppoError
 from .hierarchy import Decision, HierarchyEnv, StepResult
-from .scenario import Scenario, load_scenario
+from .scenario import load_scenario
 
 
 @dataclass

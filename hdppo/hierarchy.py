@@ -12,77 +12,18 @@ pass per layer per step, and a single-layer view can pause at its own layer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Generator
+from typing import Any, Generator
 
 import gymnasium as gym
 import numpy as np
 
 from . import aggregate as agg
 from .errors import ScenarioError
-from .graph import AgentGraph, spatial_groups
+from .assembly import build_graph, make_env_and_graph
+from .graph import spatial_groups
+from .interfaces import Decision, LayerInfo, LayerStep, Policy, StepResult
 from .scenario import Layer, LayerContext, Scenario
-from .vecenv import BatchedEnv, EnvStep, PettingZooBatch
-
-
-@dataclass
-class LayerInfo:
-    """Static description of one layer's decision slots, spaces and schedule."""
-
-    name: str
-    index: int
-    interval: int
-    nodes: list
-    slot_names: list[str]
-    choice: str | None                 # None for the bottom layer
-    obs_space: gym.spaces.Box          # the decision input of one slot
-    action_space: gym.Space            # env actions (bottom) or the children's goal space
-    feature_space: gym.spaces.Box      # a node's own features
-    goal_feature_space: gym.spaces.Box | None
-    max_children: int
-    slot_roles: np.ndarray             # [S] int: unit index (bottom/broadcast) or child position (per_child)
-
-    @property
-    def n_slots(self) -> int:
-        return len(self.slot_names)
-
-    @property
-    def obs_dim(self) -> int:
-        return int(self.obs_space.shape[0])
-
-
-@dataclass
-class Decision:
-    """A request for one layer's actions: obs [E, S, D] for the slots where mask [E, S] is True."""
-
-    layer: int
-    obs: np.ndarray
-    mask: np.ndarray
-    action_mask: np.ndarray | None = None
-    t: np.ndarray | None = None
-
-
-@dataclass
-class LayerStep:
-    """Transitions of one layer that closed at this env step, arrays [E, S]."""
-
-    closed: np.ndarray
-    reward: np.ndarray
-    discount: np.ndarray       # gamma^k' for a continuing or truncated slot, 0 when terminal
-    terminal: np.ndarray
-    truncated: np.ndarray      # closed by a time limit: bootstrap from final_obs
-    final_obs: np.ndarray | None = None
-
-
-@dataclass
-class StepResult:
-    layers: list[LayerStep]
-    env_rewards: np.ndarray    # [E, U] raw env rewards of the units
-    done: np.ndarray           # [E] episodes that ended at this step
-    episodes: list[dict] = field(default_factory=list)
-
-
-Policy = Callable[[Decision], np.ndarray]
+from .vecenv import BatchedEnv, EnvStep
 
 
 def _concat_boxes(*boxes: gym.spaces.Box) -> gym.spaces.Box:
@@ -140,7 +81,6 @@ class HierarchyEnv:
     def _refresh_parents(self, i: int, envs: np.ndarray) -> None:
         """parent / position-in-parent of layer i's nodes from layer i-1's child index."""
         idx, struct = self.idx[i - 1], self.struct[i - 1]
-        n, c = idx.shape[1], idx.shape[2]
         for e in np.flatnonzero(envs):
             rows, cols = np.nonzero(struct[e])
             self.parent[i][e, idx[e, rows, cols]] = rows
@@ -391,7 +331,7 @@ class HierarchyEnv:
 
     def step_iter(self) -> Generator[Decision, np.ndarray, StepResult]:
         """Yield a Decision per deciding layer (top-down), receive its actions, return the StepResult."""
-        E, L = self.n_envs, self.n_layers
+        L = self.n_layers
         if self._env_actions is None:
             self._env_actions = self._empty_env_actions()
         for i, spec in enumerate(self.specs):
@@ -443,7 +383,7 @@ class HierarchyEnv:
         self.goal_set[c][which] = False
 
     def _advance(self) -> StepResult:
-        E, L = self.n_envs, self.n_layers
+        L = self.n_layers
         pre_alive = [a.copy() for a in self.alive]
         pre_feat, pre_goal_cache = self._feat, self._goal_feat
         pre_goals = [None if g is None else g.copy() for g in self.goals]
@@ -562,52 +502,3 @@ class HierarchyEnv:
 
     def close(self) -> None:
         self.env.close()
-
-
-# ---- building pieces from a scenario ---------------------------------------------------------
-def make_env_and_graph(scenario: Scenario, cfg: Any, n_envs: int, seed: int | None,
-                       specs: list[Layer]) -> tuple[BatchedEnv, AgentGraph]:
-    """The scenario's batched env (native, or copies of its PettingZoo env) and its validated graph."""
-    where = f"scenario {scenario.name!r}"
-    if scenario.batched_env is not None:
-        env = _call(lambda: scenario.batched_env(cfg, n_envs, seed), "batched_env(cfg, n_envs, seed)", where)
-        return env, build_graph(scenario, cfg, list(env.units), [], specs)
-    probe = _call(lambda: scenario.env(cfg), "env(cfg)", where)
-    agents = list(probe.possible_agents)
-    probe.close()
-    opp = scenario.opponents
-    opponents = [] if opp is None else list(_call(lambda: opp.agents(agents), "opponents.agents(possible_agents)", where))
-    graph = build_graph(scenario, cfg, agents, opponents, specs)   # before the adapter indexes agents by leaf
-    controller = None if opp is None else (lambda i, e: opp.controller(cfg, e))
-    env = PettingZooBatch(lambda: scenario.env(cfg), graph.units, n_envs, controller)
-    return env, graph
-
-
-def build_graph(scenario: Scenario, cfg: Any, env_agents: list[str], opponents: list[str],
-                specs: list[Layer]) -> AgentGraph:
-    """The scenario's graph, validated against the env's agents, its opponents and the layer specs."""
-    where = f"scenario {scenario.name!r}"
-    graph = _call(lambda: scenario.graph(cfg, env_agents), "graph(cfg, agents)", where)
-    if not isinstance(graph, AgentGraph):
-        raise ScenarioError(f"graph(cfg, agents) returned a {type(graph).__name__}, not an AgentGraph",
-                            "return AgentGraph(...) or AgentGraph.groups(...)", where=where)
-    try:
-        graph.validate(env_agents, opponents, [s.name for s in specs])
-    except ScenarioError as exc:
-        raise ScenarioError(exc.problem, exc.fix, where=where) from None
-    order = [a for a in env_agents if a in set(graph.units)]
-    if list(graph.units) != order:
-        raise ScenarioError(f"the graph's units {list(graph.units)[:6]} are not in the env's agent order "
-                            f"{order[:6]}", "list the leaves in the env's possible_agents order", where=where)
-    return graph
-
-
-def _call(fn: Callable[[], Any], what: str, where: str) -> Any:
-    try:
-        return fn()
-    except ScenarioError:
-        raise
-    except Exception as exc:
-        raise ScenarioError(f"{what} raised {type(exc).__name__}: {exc}",
-                            f"fix the scenario's {what.split('(')[0]} function (run with --debug for the traceback)",
-                            where=where) from exc

@@ -14,7 +14,7 @@ import torch
 
 from .checkpoint import load_module_state, load_optimizer_state, module_state, optimizer_state
 from .hierarchy import LayerInfo
-from .learner import (Batch, build_policy, flat_grad, flat_params, minibatch_loss, minibatches, policy_meta,
+from .learner import (Batch, build_policy, flat_params, minibatch_loss, minibatches, policy_meta,
                       set_flat_grad)
 from .ppo import linear_schedule
 from .train_config import LayerConfig

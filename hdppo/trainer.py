@@ -8,25 +8,22 @@ too stale. Experience mode sends transitions and the server runs the PPO epochs.
 from __future__ import annotations
 
 import json
-import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
-from .backends import Backend, make_backend
-from .checkpoint import CheckpointError, check_compatible, load_checkpoint, save_checkpoint
-from .diagnostics import action_divergence, state_divergence
-from .errors import ConfigError, HdppoError
+from .backends import make_backend
+from .checkpoint import check_compatible, load_checkpoint
+from .errors import ConfigError
 from .hierarchy import HierarchyEnv, LayerInfo
-from .learner import policy_meta
-from .metrics import CpuMeter, MetricsSink, Progress
+from .loop import StageLoop
+from .metrics import MetricsSink
 from .scenario import Scenario, load_scenario
 from .server import ParameterServer
 from .train_config import TrainConfig, train_config_to_dict
-from .worker import CollectResult, GradResult, WorkerSpec
+from .worker import WorkerSpec
 
 
 @dataclass
@@ -210,247 +207,11 @@ class Trainer:
         specs = [WorkerSpec(self.spec.scenario, self.spec.scenario_overrides, train_config_to_dict(self.tc), w,
                             list(stage.trained), frozen) for w in range(n)]
         backend = make_backend(self.tc.backend, specs, {k: s.n_params for k, s in servers.items()})
-        loop = _Loop(self, stage, servers, backend, sink)
+        loop = StageLoop(self, stage, servers, backend, sink)
         try:
             return loop.run()
         finally:
             backend.close()
-
-
-class _Loop:
-    """The DPPO loop of one stage."""
-
-    def __init__(self, trainer: Trainer, stage: Stage, servers: dict[str, ParameterServer], backend: Backend,
-                 sink: MetricsSink) -> None:
-        self.t, self.stage, self.servers, self.backend, self.sink = trainer, stage, servers, backend, sink
-        self.tc = trainer.tc
-        self.order = [n for n in trainer.names if n in servers]        # top to bottom
-        self.pools = {n: list(range(min(self.tc.layers[n].pool or backend.n_workers, backend.n_workers)))
-                      for n in self.order}
-        self.progress = Progress(self.stage_target(), enabled=self.tc.progress, title=f"hdppo {stage.name}")
-        self.cpu = CpuMeter()
-        self.layer_view: dict[str, dict[str, float]] = {n: {} for n in self.order}
-        self.episode_window: list[dict] = []
-        self.last_log = 0.0
-        self.t0 = time.perf_counter()
-        self.steps_at_start = trainer.state["stage_steps"]
-        self.rounds: dict[str, int] = {}
-        for name, s in servers.items():
-            self.publish(name)
-
-    def stage_target(self) -> int:
-        return self.stage.steps
-
-    def publish(self, name: str) -> None:
-        s = self.servers[name]
-        self.backend.params.publish(name, s.version, s.ent_coef, s.params())
-
-    @property
-    def done(self) -> bool:
-        return self.t.state["stage_steps"] >= self.stage.steps
-
-    def run(self) -> dict[str, Any]:
-        self.progress.start()
-        try:
-            if self.tc.layers[self.order[0]].sync == "async":
-                self._run_async()
-            else:
-                self._run_sync()
-        finally:
-            self.progress.stop()
-            for name in self.order:
-                self.save(name)
-            self.t._save_state()
-        return {"env_steps": self.t.state["stage_steps"],
-                "seconds": time.perf_counter() - self.t0,
-                "updates": {n: s.stats.updates for n, s in self.servers.items()}}
-
-    # ---- sync ----------------------------------------------------------------------------------
-    def _run_sync(self) -> None:
-        workers = list(range(self.backend.n_workers))
-        while not self.done:
-            results: list[CollectResult] = self.backend.call(workers, "collect")
-            self.after_collect(results)
-            due = results[0].due
-            if any(r.due != due for r in results):
-                raise HdppoError("workers disagree on which layers are due in sync mode",
-                                 "give every worker the same envs_per_worker and rollout settings")
-            for name in self.order:
-                if name in due:
-                    self.update_sync(name, results)
-
-    def update_sync(self, name: str, results: list[CollectResult]) -> None:
-        server, lc, pool = self.servers[name], self.tc.layers[name], self.pools[name]
-        server.set_progress(self.t.state["env_steps"] / max(self.tc.steps, 1))
-        rows = []
-        if lc.mode == "gradients":
-            for epoch in range(lc.epochs):
-                for mb in range(lc.minibatches):
-                    grads: list[GradResult] = self.backend.call(pool, "gradient", name, epoch, mb)
-                    out = server.apply(grads)
-                    if out:
-                        rows.append(out)
-                        self.publish(name)
-        else:
-            batches = self.backend.call(pool, "experience", name)
-            out = server.train(batches)
-            if out:
-                rows.append(out)
-                self.publish(name)
-        self.log_update(name, rows, [r for r in results if r.worker in pool])
-
-    # ---- async ---------------------------------------------------------------------------------
-    def _run_async(self) -> None:
-        queue: dict[int, list[tuple]] = {w: [] for w in range(self.backend.n_workers)}
-        pending: dict[str, list] = {n: [] for n in self.order}
-        calls: dict[int, tuple] = {}
-        rows: dict[str, list] = {n: [] for n in self.order}
-
-        def next_call(w: int) -> None:
-            if queue[w]:
-                call = queue[w].pop(0)
-            elif self.done:
-                return
-            else:
-                call = ("collect",)
-            calls[w] = call
-            self.backend.submit(w, *call)
-
-        for w in range(self.backend.n_workers):
-            next_call(w)
-        while calls:
-            w, result = self.backend.wait_any()
-            call = calls.pop(w)
-            if call[0] == "collect":
-                self.after_collect([result])
-                for name in self.order:
-                    if name in result.due and w in self.pools[name]:
-                        lc = self.tc.layers[name]
-                        if lc.mode == "gradients":
-                            queue[w] += [("gradient", name, e, m) for e in range(lc.epochs)
-                                         for m in range(lc.minibatches)]
-                        else:
-                            queue[w].append(("experience", name))
-            elif call[0] == "gradient":
-                name = call[1]
-                server = self.servers[name]
-                server.set_progress(self.t.state["env_steps"] / max(self.tc.steps, 1))
-                if server.apply_async(result):
-                    self.publish(name)
-                    rows[name].append({k: result.stats[k] for k in
-                                       ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac") if k in result.stats})
-                if call[2:] == (self.tc.layers[name].epochs - 1, self.tc.layers[name].minibatches - 1):
-                    self.log_update(name, rows[name], [])
-                    rows[name] = []
-            else:
-                name = call[1]
-                pending[name].append(result)
-                if len(pending[name]) >= len(self.pools[name]):
-                    server = self.servers[name]
-                    server.set_progress(self.t.state["env_steps"] / max(self.tc.steps, 1))
-                    out = server.train(pending[name])
-                    pending[name] = []
-                    if out:
-                        self.publish(name)
-                        self.log_update(name, [out], [])
-            next_call(w)
-
-    # ---- bookkeeping ---------------------------------------------------------------------------
-    def after_collect(self, results: list[CollectResult]) -> None:
-        steps = sum(r.env_steps for r in results)
-        self.t.state["env_steps"] += steps
-        self.t.state["stage_steps"] += steps
-        for s in self.servers.values():
-            s.env_steps = self.t.state["env_steps"]
-        for r in results:
-            self.episode_window.extend(r.episodes)
-            for name, rate in r.goal_success.items():
-                self.layer_view.setdefault(name, {})["goal_success"] = rate
-        self.episode_window = self.episode_window[-200:]
-        self._results_window = results
-        now = time.perf_counter()
-        elapsed = now - self.t0
-        sps = (self.t.state["stage_steps"] - self.steps_at_start) / max(elapsed, 1e-9)
-        for name in self.order:
-            if self.episode_window:
-                key = f"return/{name}"
-                self.layer_view[name]["return"] = float(np.mean([e[key] for e in self.episode_window if key in e]))
-        self.progress.update(self.t.state["stage_steps"], sps, self.layer_view)
-        if now - self.last_log >= self.tc.log_every or self.done:
-            self.last_log = now
-            row = {"env_steps": self.t.state["env_steps"], "sps": sps, "cpu_percent": self.cpu(),
-                   "episodes": len(self.episode_window)}
-            if self.episode_window:
-                for key in self.episode_window[-1]:
-                    vals = [e[key] for e in self.episode_window if isinstance(e.get(key), (int, float))]
-                    if vals and key != "env":
-                        row[key] = float(np.mean(vals))
-            for r in results:
-                row[f"worker_{r.worker}_sps"] = r.env_steps / max(r.seconds, 1e-9)
-            for name in self.t.names:
-                rate = self.layer_view.get(name, {}).get("goal_success")
-                if rate is not None:
-                    row[f"goal_success/{name}"] = rate
-            self.sink.log("run", self.t.state["env_steps"], row)
-            self.t._save_state()
-
-    def log_update(self, name: str, rows: list[dict], results: list[CollectResult]) -> None:
-        server = self.servers[name]
-        values: dict[str, float] = {"version": server.version, "updates": server.stats.updates,
-                                    "dropped_gradients": server.stats.dropped}
-        for key in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm", "grad_cosine_mean",
-                    "grad_cosine_min", "lr"):
-            vals = [r[key] for r in rows if key in r]
-            if vals:
-                values[key] = float(np.mean(vals))
-        if server.stats.staleness:
-            st = server.stats.staleness
-            total = sum(st.values())
-            values["staleness_mean"] = sum(k * v for k, v in st.items()) / total
-            values["staleness_max"] = float(max(st))
-            for k, v in sorted(st.items()):
-                values[f"staleness_{k}"] = v
-        stats = [r.layer_stats.get(name) for r in results if r.layer_stats.get(name)]
-        if stats:
-            values["explained_variance"] = float(np.nanmean([s["explained_variance"] for s in stats]))
-            values["transitions"] = float(sum(s["transitions"] for s in stats))
-            with_obs = [s for s in stats if "obs_mean" in s]
-            values["state_divergence"] = state_divergence([s["obs_mean"] for s in with_obs],
-                                                          [s["obs_std"] for s in with_obs])
-            values["action_divergence"] = action_divergence([s.get("action_hist") for s in with_obs])
-        key = f"return/{name}"
-        if self.episode_window:
-            vals = [e[key] for e in self.episode_window if key in e]
-            if vals:
-                values["return"] = float(np.mean(vals))
-        rate = self.layer_view.get(name, {}).get("goal_success")
-        if rate is not None:
-            values["goal_success"] = rate
-        self.sink.log(name, self.t.state["env_steps"], values)
-        per_worker: dict[int, list[float]] = {}
-        for row in rows:
-            for w, c in (row.get("per_worker_cosine") or {}).items():
-                per_worker.setdefault(w, []).append(c)
-        for r in results:
-            row = {"sps": r.env_steps / max(r.seconds, 1e-9)}
-            if r.worker in per_worker:
-                row["grad_cosine"] = float(np.nanmean(per_worker[r.worker]))
-            st = r.layer_stats.get(name)
-            if st:
-                row["transitions"] = st["transitions"]
-                row["explained_variance"] = st["explained_variance"]
-            self.sink.log(f"{name}/worker_{r.worker}", self.t.state["env_steps"], row)
-        self.rounds[name] = self.rounds.get(name, 0) + 1
-        self.layer_view[name].update({"updates": server.stats.updates, "version": server.version,
-                                      "kl": values.get("approx_kl", float("nan")),
-                                      "clipfrac": values.get("clipfrac", float("nan"))})
-        if self.rounds[name] % max(self.tc.checkpoint_every, 1) == 0:
-            self.save(name)
-
-    def save(self, name: str) -> None:
-        tensors, meta = self.servers[name].state()
-        meta.update({"scenario": self.t.scenario.name, "stage": self.stage.name})
-        save_checkpoint(self.t.checkpoint_dir(name), tensors, meta)
 
 
 def _jsonable(cfg: Any) -> Any:

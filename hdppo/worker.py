@@ -20,7 +20,7 @@ from .checkpoint import check_compatible, load_checkpoint, load_module_state
 from .controllers import scripted_policy, uniform_policy
 from .hierarchy import Decision, HierarchyEnv, LayerInfo, StepResult
 from .learner import (Batch, action_histogram, build_policy, critic_obs, flat_grad, load_flat_params,
-                      minibatch_loss, minibatches, policy_meta)
+                      minibatch_loss, minibatches)
 from .normalize import RewardNormalizer
 from .params import ParamStore
 from .scenario import load_scenario
@@ -278,7 +278,3 @@ def _to_space(actions: np.ndarray, space: gym.Space) -> np.ndarray:
         shaped = actions.reshape(actions.shape[:2] + space.shape)
         return np.clip(shaped, space.low, space.high).astype(space.dtype)
     return actions
-
-
-def policy_metas(worker: Worker) -> dict[str, dict]:
-    return {rt.info.name: policy_meta(rt.info, rt.lc) for rt in worker.layers}
