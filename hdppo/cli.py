@@ -67,7 +67,7 @@ def _train_spec(args: argparse.Namespace):
     scenario = load_scenario(args.scenario)
     overrides = load_yaml(args.config) if args.config else {}
     overrides.update(parse_assignments(args.overrides))
-    for flag in ("steps", "seed", "workers", "backend", "schedule"):
+    for flag in ("steps", "seed", "workers", "backend", "schedule", "address"):
         value = getattr(args, flag)
         if value is not None:
             overrides[flag] = value
@@ -201,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed")
     t.add_argument("--workers", help="worker processes (default: about 75%% of the cores)")
     t.add_argument("--backend", choices=["inline", "process", "ray"])
+    t.add_argument("--address", help="ray backend: join the Ray cluster at HOST:PORT (default: RAY_ADDRESS or a local Ray)")
     t.add_argument("--config", help="YAML file of overrides (key=value arguments win)")
     t.add_argument("--out", help="run folder (default runs/SCENARIO-TIME); must be new or empty")
     t.add_argument("--resume", metavar="RUN", help="continue the run in this folder")

@@ -72,6 +72,9 @@ class TrainConfig:
     log_every: float = 5.0                # seconds between metric rows
     progress: bool = True
     device: str = "cpu"                   # where servers train in experience mode
+    address: str = ""                     # ray: cluster to join (HOST:6379); "" = RAY_ADDRESS or a local Ray
+    worker_cpus: float = 1.0              # ray: CPUs each worker actor asks for
+    worker_gpus: float = 0.0              # ray: GPUs each worker actor asks for
     layers: dict[str, LayerConfig] = field(default_factory=dict)
 
     def n_workers(self) -> int:

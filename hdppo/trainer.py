@@ -206,7 +206,9 @@ class Trainer:
         n = self.tc.n_workers()
         specs = [WorkerSpec(self.spec.scenario, self.spec.scenario_overrides, train_config_to_dict(self.tc), w,
                             list(stage.trained), frozen) for w in range(n)]
-        backend = make_backend(self.tc.backend, specs, {k: s.n_params for k, s in servers.items()})
+        backend = make_backend(self.tc.backend, specs, {k: s.n_params for k, s in servers.items()},
+                               address=self.tc.address, worker_cpus=self.tc.worker_cpus,
+                               worker_gpus=self.tc.worker_gpus)
         loop = StageLoop(self, stage, servers, backend, sink)
         try:
             return loop.run()

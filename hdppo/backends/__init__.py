@@ -45,7 +45,8 @@ class Backend(ABC):
         """Stop the workers and free shared resources."""
 
 
-def make_backend(name: str, specs: list, layer_sizes: dict[str, int]) -> Backend:
+def make_backend(name: str, specs: list, layer_sizes: dict[str, int], *, address: str = "",
+                 worker_cpus: float = 1.0, worker_gpus: float = 0.0) -> Backend:
     """Build a backend by name for the given worker specs and trained layers' parameter counts."""
     if name == "inline":
         from .inline import InlineBackend
@@ -58,5 +59,6 @@ def make_backend(name: str, specs: list, layer_sizes: dict[str, int]) -> Backend
             from .ray import RayBackend
         except ImportError as exc:
             raise HdppoError(f"the ray backend needs Ray ({exc})", "pip install 'hdppo[ray]'") from None
-        return RayBackend(specs, layer_sizes)
+        return RayBackend(specs, layer_sizes, address=address or None,
+                          num_cpus_per_worker=worker_cpus, num_gpus_per_worker=worker_gpus)
     raise HdppoError(f"unknown backend {name!r}", "use --backend inline, process or ray")
