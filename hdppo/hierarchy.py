@@ -384,9 +384,9 @@ class HierarchyEnv:
 
     def _advance(self) -> StepResult:
         L = self.n_layers
-        pre_alive = [a.copy() for a in self.alive]
-        pre_feat, pre_goal_cache = self._feat, self._goal_feat
-        pre_goals = [None if g is None else g.copy() for g in self.goals]
+        # _compute_features() below builds new lists, so these keep the pre-step state without copies;
+        # goals only change at decisions, so the hooks' goals are the pre-step goals too
+        pre_alive, pre_feat, pre_goal_cache = self.alive, self._feat, self._goal_feat
         step: EnvStep = self.env.step(self._env_actions)
         self._check_finite(step)
         self._compute_features()
@@ -408,7 +408,7 @@ class HierarchyEnv:
             ctx._lazy["prev_features"] = lambda i=i: self._pre_features(i, pre_feat, pre_alive)
             ctx._lazy["prev_goal_features"] = (lambda i=i: pre_goal_cache[i] if pre_goal_cache[i] is not None
                                                else self._ground(i, self._pre_features(i, pre_feat, pre_alive),
-                                                                 pre_alive[i], pre_goals[i]))
+                                                                 pre_alive[i], self.goals[i]))
             reward = spec.w_ext * ext[i]
             if spec.intrinsic is not None and spec.w_int != 0.0:
                 reward = reward + spec.w_int * np.asarray(spec.intrinsic(ctx), dtype=np.float64)
