@@ -1,4 +1,4 @@
-"""The `hdppo` command line: scenarios | check | train | eval."""
+"""The `hdppo` command line: scenarios | check | train | eval | plot | bench."""
 from __future__ import annotations
 
 import argparse
@@ -154,6 +154,13 @@ def _checkpoint_message(exc: CheckpointError) -> str:
     return f"{problem}\n  fix: {fix}"
 
 
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from .plot import plot_runs
+    out = plot_runs(args.runs, args.out, tuple(args.metric or ("return", "goal_success")), args.layer)
+    print(f"wrote {out}")
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     import dataclasses
     import shlex
@@ -216,6 +223,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--deterministic", action="store_true", help="greedy actions instead of sampling")
     e.add_argument("--debug", action="store_true", help="show full tracebacks")
     e.set_defaults(func=_cmd_eval)
+
+    pl = sub.add_parser("plot", help="learning curves of one or more runs as a PNG")
+    pl.add_argument("runs", nargs="+", help="run folders written by `hdppo train`")
+    pl.add_argument("--out", default="curves.png", help="PNG file to write")
+    pl.add_argument("--metric", action="append", help="a column of RUN/metrics/LAYER.csv (repeatable; "
+                    "default return and goal_success)")
+    pl.add_argument("--layer", action="append", help="only these layers (repeatable)")
+    pl.add_argument("--debug", action="store_true", help="show full tracebacks")
+    pl.set_defaults(func=_cmd_plot)
 
     b = sub.add_parser("bench", help="throughput on spread: raw env, rollout, training (flat, 3-layer), RLlib PPO")
     b.add_argument("overrides", nargs="*", help="bench settings key=value (workers, envs_per_worker, rollout, ...)")
