@@ -75,6 +75,7 @@ class TrainConfig:
     address: str = ""                     # ray: cluster to join (HOST:6379); "" = RAY_ADDRESS or a local Ray
     worker_cpus: float = 1.0              # ray: CPUs each worker actor asks for
     worker_gpus: float = 0.0              # ray: GPUs each worker actor asks for
+    worker_restarts: int = 3              # ray: how often each worker's actor is recreated after it dies
     layers: dict[str, LayerConfig] = field(default_factory=dict)
 
     def n_workers(self) -> int:
@@ -139,6 +140,7 @@ def check_train_config(cfg: TrainConfig) -> None:
     need(cfg.envs_per_worker >= 1, "envs_per_worker", cfg.envs_per_worker, ">= 1")
     need(0.0 <= cfg.finetune < 1.0, "finetune", cfg.finetune, "in [0, 1)")
     need(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, ">= 1")
+    need(cfg.worker_restarts >= 0, "worker_restarts", cfg.worker_restarts, ">= 0 (0 = never restart)")
     for name, lc in cfg.layers.items():
         for key, ok, rule in (("lr", lc.lr > 0, "> 0"), ("epochs", lc.epochs >= 1, ">= 1"),
                               ("minibatches", lc.minibatches >= 1, ">= 1"), ("rollout", lc.rollout >= 0, ">= 0"),

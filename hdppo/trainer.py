@@ -208,7 +208,7 @@ class Trainer:
                             list(stage.trained), frozen) for w in range(n)]
         backend = make_backend(self.tc.backend, specs, {k: s.n_params for k, s in servers.items()},
                                address=self.tc.address, worker_cpus=self.tc.worker_cpus,
-                               worker_gpus=self.tc.worker_gpus)
+                               worker_gpus=self.tc.worker_gpus, worker_restarts=self.tc.worker_restarts)
         loop = StageLoop(self, stage, servers, backend, sink)
         try:
             return loop.run()

@@ -46,7 +46,7 @@ class Backend(ABC):
 
 
 def make_backend(name: str, specs: list, layer_sizes: dict[str, int], *, address: str = "",
-                 worker_cpus: float = 1.0, worker_gpus: float = 0.0) -> Backend:
+                 worker_cpus: float = 1.0, worker_gpus: float = 0.0, worker_restarts: int = 3) -> Backend:
     """Build a backend by name for the given worker specs and trained layers' parameter counts."""
     if name == "inline":
         from .inline import InlineBackend
@@ -60,5 +60,6 @@ def make_backend(name: str, specs: list, layer_sizes: dict[str, int], *, address
         except ImportError as exc:
             raise HdppoError(f"the ray backend needs Ray ({exc})", "pip install 'hdppo[ray]'") from None
         return RayBackend(specs, layer_sizes, address=address or None,
-                          num_cpus_per_worker=worker_cpus, num_gpus_per_worker=worker_gpus)
+                          num_cpus_per_worker=worker_cpus, num_gpus_per_worker=worker_gpus,
+                          max_restarts=worker_restarts)
     raise HdppoError(f"unknown backend {name!r}", "use --backend inline, process or ray")
