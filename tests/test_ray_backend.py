@@ -26,75 +26,7 @@ TESTS = Path(__file__).resolve().parent
 NAN_ENV = TESTS / "fixtures" / "nan_env.py"
 GRID_LAYERS = ["high", "mid", "low"]
 
-# A scenario whose env fails on its `at`-th step: `fail=raise` raises, `fail=exit` kills the process.
-FAILING_SCENARIO = '''
-import functools
-import os
-from dataclasses import dataclass
-
-import numpy as np
-from gymnasium import spaces
-from pettingzoo import ParallelEnv
-
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, Scenario, ScenarioConfig
-
-
-class FailingEnv(ParallelEnv):
-    metadata = {"name": "failing_v0", "render_modes": []}
-
-    def __init__(self, fail, at):
-        self.fail, self.at = fail, at
-        self.possible_agents = ["u0", "u1"]
-        self.agents = []
-        self.render_mode = None
-        self.t = 0
-        self.steps = 0
-
-    @functools.lru_cache(maxsize=None)
-    def observation_space(self, agent):
-        return spaces.Box(-1.0, 1.0, (2,), np.float32)
-
-    @functools.lru_cache(maxsize=None)
-    def action_space(self, agent):
-        return spaces.Discrete(2)
-
-    def reset(self, seed=None, options=None):
-        self.t = 0
-        self.agents = list(self.possible_agents)
-        return {a: np.zeros(2, np.float32) for a in self.agents}, {a: {} for a in self.agents}
-
-    def step(self, actions):
-        self.steps += 1
-        if self.steps == self.at:
-            if self.fail == "exit":
-                os._exit(3)
-            raise RuntimeError(f"boom on env step {self.at}")
-        self.t += 1
-        end = self.t >= 10
-        obs = {a: np.full(2, self.t / 10, np.float32) for a in self.agents}
-        out = (obs, {a: 0.1 for a in self.agents}, {a: False for a in self.agents},
-               {a: end for a in self.agents}, {a: {} for a in self.agents})
-        if end:
-            self.agents = []
-        return out
-
-
-@dataclass
-class FailingConfig(ScenarioConfig):
-    fail: str = "raise"      # raise | exit
-    at: int = -1             # env step (1-based) that fails; -1: never
-
-
-SCENARIO = Scenario(
-    name="failing_env",
-    description="two units; the env raises or exits at a chosen step (broken on purpose)",
-    env=lambda cfg: FailingEnv(cfg.fail, cfg.at),
-    graph=lambda cfg, agents: AgentGraph.groups(agents),
-    layers=lambda cfg: [Layer("low")],
-    config=FailingConfig,
-)
-'''
+FAILING_ENV = TESTS / "fixtures" / "failing_env.py"   # raises or exits at a chosen step
 
 
 @pytest.fixture
@@ -170,8 +102,7 @@ def test_a_scenario_error_in_a_worker_stops_training_with_its_message(tmp_path, 
 @pytest.mark.timeout(120)
 def test_a_raising_or_dying_worker_is_named(tmp_path, own_ray):
     from hdppo.backends.ray import RayBackend
-    scenario = tmp_path / "failing_env.py"
-    scenario.write_text(FAILING_SCENARIO)
+    scenario = FAILING_ENV
     tc, _ = resolve_overrides({"envs_per_worker": "1", "rollout": "16", "seed": "0"}, ["low"], set())
     fails = [{}, {"fail": "raise", "at": "5"}, {"fail": "exit", "at": "5"}]   # worker 0 is healthy
     specs = [WorkerSpec(str(scenario), f, train_config_to_dict(tc), w, ["low"]) for w, f in enumerate(fails)]

@@ -26,87 +26,10 @@ from hdppo.train_config import resolve_overrides, train_config_to_dict  # noqa: 
 from hdppo.trainer import RunSpec, Trainer  # noqa: E402
 from hdppo.worker import WorkerSpec  # noqa: E402
 
-# Two layers: "high" (every 2nd step, one goal for both units) over "low". Each env copy counts its own
-# steps and, at step `die_at`, kills its process (os._exit): every time when `marker` is "", else only
-# if it is the first to create the marker file, so exactly one copy in the whole run dies, once.
-DYING_SCENARIO = '''
-import functools
-import os
-from dataclasses import dataclass
-
-import numpy as np
-from gymnasium import spaces
-from pettingzoo import ParallelEnv
-
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, Scenario, ScenarioConfig
-
-
-class DyingEnv(ParallelEnv):
-    metadata = {"name": "dying_v0", "render_modes": []}
-
-    def __init__(self, die_at, marker):
-        self.die_at, self.marker = die_at, marker
-        self.possible_agents = ["u0", "u1"]
-        self.agents = []
-        self.render_mode = None
-        self.t = 0
-        self.steps = 0
-
-    @functools.lru_cache(maxsize=None)
-    def observation_space(self, agent):
-        return spaces.Box(-1.0, 1.0, (2,), np.float32)
-
-    @functools.lru_cache(maxsize=None)
-    def action_space(self, agent):
-        return spaces.Discrete(2)
-
-    def reset(self, seed=None, options=None):
-        self.t = 0
-        self.agents = list(self.possible_agents)
-        return {a: np.zeros(2, np.float32) for a in self.agents}, {a: {} for a in self.agents}
-
-    def _first_to_die(self):
-        if not self.marker:
-            return True
-        try:
-            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return False
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-        return True
-
-    def step(self, actions):
-        self.steps += 1
-        if self.steps == self.die_at and self._first_to_die():
-            os._exit(3)
-        self.t += 1
-        end = self.t >= 10
-        obs = {a: np.full(2, self.t / 10, np.float32) for a in self.agents}
-        out = (obs, {a: float(actions[a]) for a in self.agents}, {a: False for a in self.agents},
-               {a: end for a in self.agents}, {a: {} for a in self.agents})
-        if end:
-            self.agents = []
-        return out
-
-
-@dataclass
-class DyingConfig(ScenarioConfig):
-    die_at: int = -1         # env step (1-based, per env copy) that kills the worker; -1: never
-    marker: str = ""         # "": die every time; else only the copy that creates this file dies
-
-
-SCENARIO = Scenario(
-    name="dying_env",
-    description="two units under a commander; a worker process dies at a chosen step (broken on purpose)",
-    env=lambda cfg: DyingEnv(cfg.die_at, cfg.marker),
-    graph=lambda cfg, agents: AgentGraph.groups(agents, layers=("high", "low")),
-    layers=lambda cfg: [Layer("high", interval=2, goal_space=spaces.Discrete(2), choice="broadcast"),
-                        Layer("low")],
-    config=DyingConfig,
-)
-'''
+# The failing_env fixture with a commander over two units (`layers=2`): an env copy kills its process
+# at step `at` (`fail=exit`): every time when `marker` is "", else only the first copy to create it.
+FAILING_ENV = Path(__file__).resolve().parent / "fixtures" / "failing_env.py"
+DYING = {"layers": 2, "fail": "exit"}
 
 LAYERS = ["high", "low"]
 WORKERS, ENVS, ROLLOUT = 2, 2, 16
@@ -126,10 +49,8 @@ def own_ray():
 
 
 @pytest.fixture
-def scenario(tmp_path) -> Path:
-    path = tmp_path / "dying_env.py"
-    path.write_text(DYING_SCENARIO)
-    return path
+def scenario() -> Path:
+    return FAILING_ENV
 
 
 class Made(list):
@@ -156,7 +77,7 @@ def made(monkeypatch) -> Made:
 def train(out: Path, scenario: Path, **overrides) -> Trainer:
     sc = load_scenario(str(scenario))
     keys = set(sc.make_config().__dataclass_fields__)
-    tc, scen = resolve_overrides({k: str(v) for k, v in {**COMMON, **overrides}.items()}, LAYERS, keys)
+    tc, scen = resolve_overrides({k: str(v) for k, v in {**COMMON, **DYING, **overrides}.items()}, LAYERS, keys)
     t = Trainer(RunSpec(str(scenario), scen, tc, LAYERS, {}, out))
     t.run()
     return t
@@ -203,7 +124,7 @@ def test_a_killed_worker_is_restarted_and_counted_once(tmp_path, scenario, own_r
     2/3 through its rollout. The worker comes back, is re-synced, collects again, and the run ends
     with exactly the steps of the rounds it ran."""
     steps = 10 * ROUND
-    t = train(tmp_path / "run", scenario, backend="ray", steps=steps, die_at=40, marker=tmp_path / "died")
+    t = train(tmp_path / "run", scenario, backend="ray", steps=steps, at=40, marker=tmp_path / "died")
     assert not ray.is_initialized()
     assert (tmp_path / "died").exists()
     (backend,) = made
@@ -230,7 +151,7 @@ def test_a_worker_that_keeps_dying_is_named_once_its_restarts_are_used(tmp_path,
     made.options["max_restarts"] = 0
     t0 = time.monotonic()
     with pytest.raises(WorkerError) as info:
-        train(tmp_path / "run", scenario, backend="ray", steps=10 * ROUND, die_at=3)
+        train(tmp_path / "run", scenario, backend="ray", steps=10 * ROUND, at=3)
     assert time.monotonic() - t0 < 60
     assert re.search(r"worker [01] \(Ray actor on node \w+\) died during collect; restarts are off "
                      r"\(max_restarts=0\); last error: ", info.value.problem), info.value.problem
@@ -239,8 +160,8 @@ def test_a_worker_that_keeps_dying_is_named_once_its_restarts_are_used(tmp_path,
 
     # one worker of two always dies: after its one restart it is named, and the healthy one is unharmed
     tc, _ = resolve_overrides({k: str(v) for k, v in COMMON.items()}, LAYERS, set())
-    specs = [WorkerSpec(str(scenario), {"die_at": die_at}, train_config_to_dict(tc), w, LAYERS)
-             for w, die_at in enumerate([-1, 3])]
+    specs = [WorkerSpec(str(scenario), {**DYING, "at": at}, train_config_to_dict(tc), w, LAYERS)
+             for w, at in enumerate([-1, 3])]
     backend = RayBackend(specs, {}, max_restarts=1)
     try:
         first_pid = backend.pids[1]
