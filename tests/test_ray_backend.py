@@ -29,15 +29,6 @@ GRID_LAYERS = ["high", "mid", "low"]
 FAILING_ENV = TESTS / "fixtures" / "failing_env.py"   # raises or exits at a chosen step
 
 
-@pytest.fixture
-def own_ray():
-    """Each test starts from no Ray in this process and leaves none behind."""
-    assert not ray.is_initialized()
-    yield
-    if ray.is_initialized():
-        ray.shutdown()
-
-
 def train(out: Path, layers: list[str], scenario: str = "grid", **overrides) -> Trainer:
     sc = load_scenario(scenario)
     names = [s.name for s in sc.build_layers(sc.make_config())]

@@ -40,15 +40,6 @@ COMMON = dict(workers=WORKERS, envs_per_worker=ENVS, rollout=ROLLOUT, **{"high.r
 
 
 @pytest.fixture
-def own_ray():
-    """Each test starts from no Ray in this process and leaves none behind."""
-    assert not ray.is_initialized()
-    yield
-    if ray.is_initialized():
-        ray.shutdown()
-
-
-@pytest.fixture
 def scenario() -> Path:
     return FAILING_ENV
 
