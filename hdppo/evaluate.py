@@ -23,15 +23,21 @@ def load_run_config(run: str | Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
-             envs: int = 8) -> dict[str, Any]:
-    """Per-layer returns, episode length and outcome rates (with 95% bootstrap CIs) over `episodes`."""
-    config = load_run_config(run)
+def team_checkpoints(run: str | Path, config: dict[str, Any]) -> dict[str, str]:
+    """Checkpoint folder per layer that acts from one: the run's own, else the one it loaded frozen."""
     frozen = dict(config.get("frozen", {}))
     for layer in config["layer_names"]:
         ckpt = Path(run) / "checkpoints" / layer
         if (ckpt / "meta.json").is_file():
             frozen[layer] = str(ckpt)
+    return frozen
+
+
+def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
+         envs: int = 8) -> list[dict[str, Any]]:
+    """The per-episode records (returns per layer, length, scenario outcomes) of `episodes` played episodes."""
+    config = load_run_config(run)
+    frozen = team_checkpoints(run, config)
     train = dict(config["train"])
     train.update(seed=seed, envs_per_worker=envs)
     spec = WorkerSpec(config["scenario"], config["scenario_overrides"], train, worker_id=0, trained=[],
@@ -46,7 +52,15 @@ def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, determinist
             limit -= 1
     finally:
         worker.close()
-    done = done[:episodes]
+    return done[:episodes]
+
+
+def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
+             envs: int = 8) -> dict[str, Any]:
+    """Per-layer returns, episode length and outcome rates (with 95% bootstrap CIs) over `episodes`."""
+    config = load_run_config(run)
+    frozen = team_checkpoints(run, config)
+    done = play(run, episodes, seed, deterministic, envs)
     out: dict[str, Any] = {"episodes": len(done), "layers": {}, "acting": {}}
     for layer in config["layer_names"]:
         out["layers"][layer] = mean_ci([e[f"return/{layer}"] for e in done])

@@ -1,0 +1,248 @@
+"""Evidence runs: does a scenario's hierarchy learn faster than a flat team on the same units?
+
+Trains every (variant, seed) pair with `hdppo train` at one env-step budget (each run a separate
+process, its exact command recorded), evaluates each final team over fresh episodes, and writes a
+markdown report with a PNG of the outcome curves (win rate, delivery rate, ...) and 95% bootstrap
+confidence intervals. Runs already finished in the output folder are reused, so an interrupted
+evidence job continues where it stopped. The per-scenario scripts live in examples/evidence/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .diagnostics import mean_ci
+from .metrics import read_csv
+
+
+@dataclass
+class Variant:
+    """One team design: a label and the `hdppo train` arguments that make it (e.g. `layers=1`)."""
+
+    label: str
+    args: list[str]
+
+
+@dataclass
+class EvidencePlan:
+    scenario: str
+    outcome: str                                   # episode key averaged in metrics/run.csv and by eval
+    steps: int                                     # env steps per run, equal for every variant
+    seeds: list[int]
+    variants: list[Variant]                        # the first one is the hierarchy, the last the flat baseline
+    common: list[str] = field(default_factory=list)  # `hdppo train` arguments shared by every run
+    eval_episodes: int = 100
+    out: Path = Path("runs/evidence")
+
+    def run_dir(self, variant: Variant, seed: int) -> Path:
+        return self.out / f"{variant.label}-seed{seed}"
+
+    def command(self, variant: Variant, seed: int) -> list[str]:
+        return ["hdppo", "train", self.scenario, "--layer", "all", "--steps", str(self.steps), "--seed", str(seed),
+                "--out", str(self.run_dir(variant, seed)), "--no-progress", *self.common, *variant.args]
+
+
+def finished(run: Path, steps: int) -> bool:
+    """A run folder whose state says it trained its whole budget."""
+    state = run / "state.json"
+    return state.is_file() and json.loads(state.read_text()).get("env_steps", 0) >= steps
+
+
+def train_all(plan: EvidencePlan, log: Callable[[str], None] = print) -> None:
+    """Train every missing (variant, seed) run, one process each, output in RUN.log beside the folder."""
+    for seed in plan.seeds:
+        for variant in plan.variants:
+            run = plan.run_dir(variant, seed)
+            cmd = plan.command(variant, seed)
+            if finished(run, plan.steps):
+                log(f"reuse  {run} (finished)")
+                continue
+            if run.exists():
+                raise SystemExit(f"{run} holds an unfinished run; remove it or finish it with `hdppo train --resume {run}`")
+            run.parent.mkdir(parents=True, exist_ok=True)
+            log(f"train  {shlex.join(cmd)}")
+            t0 = time.perf_counter()
+            with open(run.with_suffix(".log"), "w") as out:
+                proc = subprocess.run([sys.executable, "-m", "hdppo.cli", *cmd[1:]], stdout=out,
+                                      stderr=subprocess.STDOUT)
+            if proc.returncode != 0:
+                raise SystemExit(f"`{shlex.join(cmd)}` failed (exit {proc.returncode}); see {run.with_suffix('.log')}")
+            seconds = time.perf_counter() - t0
+            timings = plan.out / "timings.json"
+            times = json.loads(timings.read_text()) if timings.is_file() else {}
+            times[run.name] = seconds
+            timings.write_text(json.dumps(times, indent=1))
+            log(f"       done in {seconds:.0f} s")
+
+
+MIN_EPISODES = 50   # curve points averaging fewer episodes are too noisy to compare
+
+
+def outcome_curve(run: Path, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(env steps, outcome averaged over the last 200 episodes) from RUN/metrics/run.csv.
+
+    Points whose window holds fewer than MIN_EPISODES episodes (the start of a run) are left out.
+    """
+    rows = [r for r in read_csv(run, "run")
+            if key in r and np.isfinite(r[key]) and r.get("episodes", 0) >= MIN_EPISODES]
+    return np.array([r["step"] for r in rows], float), np.array([r[key] for r in rows], float)
+
+
+def mean_curve(runs: list[Path], key: str, grid: np.ndarray) -> np.ndarray:
+    """The seeds' outcome curves interpolated onto `grid` and averaged (NaN before a seed's first point)."""
+    curves = []
+    for run in runs:
+        x, y = outcome_curve(run, key)
+        c = np.interp(grid, x, y) if len(x) else np.full(len(grid), np.nan)
+        c[grid < (x[0] if len(x) else np.inf)] = np.nan
+        curves.append(c)
+    stack = np.stack(curves)
+    seen = np.isfinite(stack).any(axis=0)
+    out = np.full(len(grid), np.nan)
+    out[seen] = np.nanmean(stack[:, seen], axis=0)
+    return out
+
+
+def final_value(curve: np.ndarray, points: int = 5) -> float:
+    """Mean of the curve's last `points` finite values (NaN if it has none)."""
+    finite = curve[np.isfinite(curve)]
+    return float(finite[-points:].mean()) if len(finite) else float("nan")
+
+
+def steps_to_reach(grid: np.ndarray, curve: np.ndarray, threshold: float) -> float | None:
+    """The first grid step where the curve is at or above threshold, None if it never is."""
+    hit = np.flatnonzero(np.nan_to_num(curve, nan=-np.inf) >= threshold)
+    return float(grid[hit[0]]) if len(hit) else None
+
+
+def summarize(plan: EvidencePlan, eval_seed: int = 12345) -> dict[str, Any]:
+    """Final evaluation per run, pooled CIs per variant, and steps for the hierarchy to reach flat's final."""
+    from .evaluate import play
+    grid = np.linspace(0, plan.steps, 101)
+    out: dict[str, Any] = {"variants": {}, "grid": grid.tolist()}
+    for variant in plan.variants:
+        runs = [plan.run_dir(variant, s) for s in plan.seeds]
+        per_seed, pooled, team = [], [], []
+        for seed, run in zip(plan.seeds, runs):
+            eps = play(run, plan.eval_episodes, seed=eval_seed + seed)
+            vals = [float(e.get(plan.outcome, np.nan)) for e in eps]
+            per_seed.append(float(np.mean(vals)))
+            pooled.extend(vals)
+            team.extend(float(e["team_return"]) for e in eps)
+        curve = mean_curve(runs, plan.outcome, grid)
+        out["variants"][variant.label] = {
+            "eval_per_seed": per_seed, "eval": mean_ci(pooled), "team_return": mean_ci(team),
+            "curve": curve.tolist(), "curve_final": final_value(curve),
+            "commands": [shlex.join(plan.command(variant, s)) for s in plan.seeds]}
+    hier, flat = plan.variants[0].label, plan.variants[-1].label
+    target = out["variants"][flat]["curve_final"]
+    reach = steps_to_reach(grid, np.asarray(out["variants"][hier]["curve"]), target)
+    out["target"] = target
+    out["hier_steps_to_target"] = reach
+    out["hier_fraction_of_budget"] = None if reach is None else reach / plan.steps
+    return out
+
+
+def plot_evidence(plan: EvidencePlan, summary: dict[str, Any], png: Path) -> Path:
+    """Outcome vs env steps: each seed thin, the seed mean bold, one colour per variant."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4))
+    grid = np.asarray(summary["grid"])
+    for i, variant in enumerate(plan.variants):
+        colour = f"C{i}"
+        for seed in plan.seeds:
+            x, y = outcome_curve(plan.run_dir(variant, seed), plan.outcome)
+            ax.plot(x, y, color=colour, alpha=0.3, linewidth=0.8)
+        ax.plot(grid, summary["variants"][variant.label]["curve"], color=colour, linewidth=2,
+                label=f"{variant.label} (mean of {len(plan.seeds)} seeds)")
+    ax.axhline(summary["target"], color="grey", linestyle="--", linewidth=0.8, label=f"{plan.variants[-1].label} final")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(f"{plan.outcome} (last 200 episodes)")
+    ax.set_title(f"{plan.scenario}: {plan.outcome} while training")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return png
+
+
+def _ci(ci: tuple[float, float, float]) -> str:
+    return f"{ci[0]:.3f} [{ci[1]:.3f}, {ci[2]:.3f}]"
+
+
+def run_minutes(plan: EvidencePlan) -> float:
+    """Mean wall minutes of one training run, from the evidence folder's timings.json."""
+    timings = plan.out / "timings.json"
+    times = json.loads(timings.read_text()) if timings.is_file() else {}
+    return float(np.mean(list(times.values()))) / 60.0 if times else float("nan")
+
+
+def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, script: str) -> str:
+    """The report: command, settings, final outcome table with CIs, curves, steps-to-target."""
+    hier, flat = plan.variants[0].label, plan.variants[-1].label
+    lines = [f"# Evidence: {plan.scenario}, {hier} vs {flat}", "",
+             f"Reproduce with `{script}`: {len(plan.seeds) * len(plan.variants)} runs of about "
+             f"{run_minutes(plan):.1f} minutes each on this project's 2-core machine.",
+             "",
+             f"Each run trains `--layer all` for **{plan.steps:,} env steps**; seeds {plan.seeds}; every final team "
+             f"is played for {plan.eval_episodes} fresh episodes (`hdppo.evaluate.play`, sampled actions). "
+             f"Confidence intervals are 95% bootstrap intervals over the pooled episodes of all seeds.", "",
+             f"| team | final {plan.outcome} (eval, 95% CI) | per seed | team return (eval) | "
+             f"{plan.outcome} at the end of training |",
+             "|---|---|---|---|---:|"]
+    for v in plan.variants:
+        s = summary["variants"][v.label]
+        per = ", ".join(f"{x:.2f}" for x in s["eval_per_seed"])
+        lines.append(f"| {v.label} (`{' '.join(v.args) or 'defaults'}`) | {_ci(s['eval'])} | {per} | "
+                     f"{_ci(s['team_return'])} | {s['curve_final']:.3f} |")
+    reach = summary["hier_steps_to_target"]
+    lines += ["", f"![{plan.outcome} curves]({png_name})", ""]
+    if reach is None:
+        lines.append(f"The {hier} team's seed-mean curve never reached the {flat} team's final {plan.outcome} "
+                     f"({summary['target']:.3f}) within the budget.")
+    else:
+        frac = summary["hier_fraction_of_budget"]
+        verdict = "within" if frac <= 0.5 else "more than"
+        lines.append(f"The {hier} team's seed-mean curve first reaches the {flat} team's final {plan.outcome} "
+                     f"({summary['target']:.3f}) at {reach:,.0f} env steps, {frac:.2f} of the budget "
+                     f"({verdict} half the env steps).")
+    lines += ["", "Runs (exact commands):", ""]
+    for v in plan.variants:
+        lines += [f"- `{c}`" for c in summary["variants"][v.label]["commands"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(plan: EvidencePlan, script: str, argv: list[str] | None = None) -> dict[str, Any]:
+    """CLI of an evidence script: --steps, --seeds, --out, --episodes, --write DIR, --report-only."""
+    p = argparse.ArgumentParser(description=f"{plan.scenario}: {plan.variants[0].label} vs {plan.variants[-1].label}")
+    p.add_argument("--steps", type=int, default=plan.steps, help="env steps per run")
+    p.add_argument("--seeds", type=int, nargs="+", default=plan.seeds)
+    p.add_argument("--out", default=str(plan.out), help="folder of the runs (finished runs are reused)")
+    p.add_argument("--episodes", type=int, default=plan.eval_episodes, help="eval episodes per run")
+    p.add_argument("--write", metavar="DIR", help="write DIR/SCENARIO.md and DIR/SCENARIO.png")
+    p.add_argument("--report-only", action="store_true", help="skip training; report the runs in --out")
+    args = p.parse_args(argv)
+    plan.steps, plan.seeds, plan.out, plan.eval_episodes = args.steps, args.seeds, Path(args.out), args.episodes
+    if not args.report_only:
+        train_all(plan)
+    summary = summarize(plan)
+    write = Path(args.write) if args.write else plan.out
+    png = plot_evidence(plan, summary, write / f"{plan.scenario}.png")
+    text = markdown(plan, summary, png.name, script)
+    (write / f"{plan.scenario}.md").write_text(text)
+    (plan.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(text)
+    return summary

@@ -1,0 +1,57 @@
+"""Evidence runs: the curve maths, and one tiny end-to-end plan on grid (train, eval, report, PNG)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from hdppo.evidence import EvidencePlan, Variant, finished, main, mean_curve, outcome_curve, steps_to_reach
+from hdppo.metrics import MetricsSink
+
+
+def _fake_run(path: Path, steps: list[int], wins: list[float], episodes: list[int]) -> Path:
+    sink = MetricsSink(path, tensorboard=False)
+    for s, w, n in zip(steps, wins, episodes):
+        sink.log("run", s, {"win": w, "episodes": n})
+    sink.close()
+    return path
+
+
+def test_steps_to_reach_first_crossing_or_none():
+    grid = np.array([0.0, 10.0, 20.0, 30.0])
+    curve = np.array([np.nan, 0.2, 0.6, 0.5])
+    assert steps_to_reach(grid, curve, 0.5) == 20.0
+    assert steps_to_reach(grid, curve, 0.2) == 10.0
+    assert steps_to_reach(grid, curve, 0.7) is None
+
+
+def test_outcome_curve_drops_thin_windows_and_mean_curve_averages_seeds(tmp_path):
+    a = _fake_run(tmp_path / "a", [100, 200, 300, 400], [0.9, 0.0, 0.5, 1.0], [10, 60, 100, 200])
+    b = _fake_run(tmp_path / "b", [200, 400], [0.2, 0.6], [80, 200])
+    x, y = outcome_curve(a, "win")
+    assert x.tolist() == [200, 300, 400] and y.tolist() == [0.0, 0.5, 1.0]   # 10 episodes is too few
+    grid = np.array([100.0, 200.0, 300.0, 400.0])
+    m = mean_curve([a, b], "win", grid)
+    assert np.isnan(m[0])                          # before either seed's first counted point
+    np.testing.assert_allclose(m[1:], [(0.0 + 0.2) / 2, (0.5 + 0.4) / 2, (1.0 + 0.6) / 2])
+
+
+def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path):
+    out = tmp_path / "ev"
+    plan = EvidencePlan("grid", "success", 1500, [0], [Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
+                        common=["workers=1", "envs_per_worker=8", "log_every=0"], eval_episodes=8, out=out)
+    summary = main(plan, "python examples/evidence/grid.py", ["--write", str(tmp_path / "docs")])
+    for label in ("3-layer", "flat"):
+        run = out / f"{label}-seed0"
+        assert finished(run, 1500)
+        v = summary["variants"][label]
+        assert len(v["eval_per_seed"]) == 1 and 0.0 <= v["eval"][0] <= 1.0
+        assert v["eval"][1] <= v["eval"][0] <= v["eval"][2]
+        assert f"--out {run}" in v["commands"][0]
+    text = (tmp_path / "docs" / "grid.md").read_text()
+    assert "3-layer (`layers=3`)" in text and "flat (`layers=1`)" in text and "![success curves](grid.png)" in text
+    png = (tmp_path / "docs" / "grid.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    stamp = (out / "flat-seed0" / "state.json").stat().st_mtime_ns
+    main(plan, "x", ["--report-only"])                      # nothing retrained
+    assert (out / "flat-seed0" / "state.json").stat().st_mtime_ns == stamp
