@@ -168,6 +168,8 @@ class Scenario:
         where = f"scenario {self.name!r}"
         try:
             layers = list(self.layers(cfg))
+        except ScenarioError:     # the scenario refused its config on purpose: its message is the answer
+            raise
         except Exception as exc:  # a bug in the user's layers() function
             raise ScenarioError(f"layers(cfg) raised {type(exc).__name__}: {exc}",
                                 "fix the layers function of the scenario (run with --debug for the traceback)",
