@@ -18,6 +18,10 @@ never counted. A re-issued `gradient` or `experience` finds no batch (the new wo
 collected yet) and answers with none: a GradResult with n=0, which the servers skip, or
 `(version, None)`. An error raised inside a worker is not a death and is not retried.
 
+The parts: `ray_params.py` moves parameters (driver table, board actor, the worker's store),
+`ray_actor.py` is what runs inside an actor, and this module is the driver's side: starting or
+joining Ray, issuing calls, restarting dead actors, shutting down.
+
 This module's name shadows nothing: `import ray` below is an absolute import of the real Ray.
 """
 from __future__ import annotations
@@ -27,176 +31,28 @@ import logging
 import math
 import os
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import ray
 
 from ..errors import HdppoError
-from ..params import ParamStore
 from ..train_config import train_config_from_dict
-from ..worker import GradResult, Worker, WorkerSpec
+from ..worker import GradResult, WorkerSpec
 from . import Backend, WorkerError
+from .ray_actor import WORKER_ENV, WorkerActor
+from .ray_params import INLINE_BYTES, INLINE_TOTAL_BYTES, ActorParams, ParamBoard, RayParams
+
+__all__ = ["RayBackend", "RayParams", "ParamBoard", "ActorParams", "WorkerActor", "INLINE_BYTES",
+           "INLINE_TOTAL_BYTES", "LOST"]
 
 START_TIMEOUT_S = 300.0       # actors (first or restarted) must be up (torch imported, envs built) within this
-INLINE_BYTES = 100 * 1024     # parameters up to this size travel inline with the calls (Ray's own limit)...
-INLINE_TOTAL_BYTES = 4 << 20  # ...unless all workers' copies together exceed this: then via ray.put
 CLOSE_TIMEOUT_S = 5.0         # idle workers get this long to close their envs before they are killed
-WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-              "NUMEXPR_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 # What a lost actor looks like to the driver: the actor died or became unreachable (its process was
 # killed, its node removed), or the object holding its answer went with its node.
 LOST = (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError, ray.exceptions.WorkerCrashedError,
         ray.exceptions.NodeDiedError, ray.exceptions.OutOfMemoryError)
 log = logging.getLogger(__name__)
-
-
-# ---- parameters ------------------------------------------------------------------------------------
-class RayParams(ParamStore):
-    """The driver's side: the newest (version, ent_coef, parameters) of each layer.
-
-    A published version goes into the object store once (`ray.put`) and workers receive its
-    reference; a small one (at most `INLINE_BYTES`, and at most `INLINE_TOTAL_BYTES` over all
-    workers) travels inline with the calls instead, which is what Ray itself does with small
-    arguments and saves an object-store round trip per update. `changes(sent)` lists what a worker
-    has not been sent yet; the backend ships it with the worker's next call. `read` is for the
-    driver (tests, debugging).
-    """
-
-    def __init__(self, board: Any = None, n_workers: int = 1) -> None:
-        self._table: dict[str, tuple[int, int, float, Any]] = {}   # layer -> (seq, version, ent, ref|array)
-        self._seq = 0
-        self._board = board
-        self._n_workers = max(n_workers, 1)
-
-    def publish(self, layer: str, version: int, ent_coef: float, flat: np.ndarray) -> None:
-        flat = np.array(flat, dtype=np.float32)         # float32 like SharedParams; our own copy
-        inline = flat.nbytes <= INLINE_BYTES and flat.nbytes * self._n_workers <= INLINE_TOTAL_BYTES
-        payload = flat if inline else ray.put(flat)
-        self._seq += 1
-        self._table[layer] = (self._seq, int(version), float(ent_coef), payload)
-        if self._board is not None:
-            self._board.set.remote(layer, int(version), float(ent_coef), [payload])   # boxed: stays a reference
-
-    def read(self, layer: str, have: int) -> tuple[int, float, np.ndarray] | None:
-        item = self._table.get(layer)
-        if item is None or item[1] <= have:
-            return None
-        return item[1], item[2], np.array(_resolve(item[3]), dtype=np.float32)
-
-    def changes(self, sent: dict[str, int]) -> list[tuple[str, int, int, float, Any]]:
-        """(layer, seq, version, ent_coef, ref|array) of every layer published since `sent` (layer -> seq)."""
-        return [(layer, seq, version, ent, payload) for layer, (seq, version, ent, payload) in self._table.items()
-                if sent.get(layer) != seq]
-
-
-def _resolve(payload: Any) -> np.ndarray:
-    return ray.get(payload) if isinstance(payload, ray.ObjectRef) else payload
-
-
-class ParamBoard:
-    """The newest (version, ent_coef, [ref]) per layer, for workers refreshing mid-rollout (async)."""
-
-    def __init__(self) -> None:
-        self._data: dict[str, tuple[int, float, list]] = {}
-
-    def set(self, layer: str, version: int, ent_coef: float, box: list) -> None:
-        self._data[layer] = (version, ent_coef, box)
-
-    def latest(self, layer: str, have: int) -> tuple[int, float, list] | None:
-        item = self._data.get(layer)
-        return None if item is None or item[0] <= have else item
-
-
-class ActorParams(ParamStore):
-    """The worker's side: the parameters that came with its calls (and, for layers refreshed
-    mid-rollout, the board's newest). The first read of a layer in a call uses what the call carried,
-    which is the newest version at the time the driver submitted it."""
-
-    def __init__(self, board: Any = None, live: bool = False) -> None:
-        self._data: dict[str, tuple[int, float, np.ndarray]] = {}
-        self._fresh: set[str] = set()
-        self._board = board if live else None
-
-    def publish(self, layer: str, version: int, ent_coef: float, flat: np.ndarray) -> None:
-        self._data[layer] = (int(version), float(ent_coef), np.array(flat, dtype=np.float32))  # own copy
-
-    def begin_call(self) -> None:
-        self._fresh = set(self._data)
-
-    def read(self, layer: str, have: int) -> tuple[int, float, np.ndarray] | None:
-        if layer in self._fresh:
-            self._fresh.discard(layer)
-        elif self._board is not None:
-            item = self._data.get(layer)
-            newer = ray.get(self._board.latest.remote(layer, max(have, item[0] if item else -1)))
-            if newer is not None:
-                version, ent, (payload,) = newer
-                self.publish(layer, version, ent, _resolve(payload))
-        item = self._data.get(layer)
-        if item is None or item[0] <= have:
-            return None
-        return item
-
-
-# ---- the actor -------------------------------------------------------------------------------------
-def _error(exc: BaseException) -> tuple:
-    if isinstance(exc, HdppoError):
-        return ("hdppo_error", (exc.problem, exc.fix, exc.where))
-    return ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
-
-
-class WorkerActor:
-    """What runs inside a Ray actor: one `Worker` and its `ActorParams`. A failure to build the
-    worker is kept and reported by `ready`, so it reaches the driver as a WorkerError.
-
-    `counters` (layer -> env steps in the current rollout) restarts a worker where the one it replaces
-    left off after its last completed `collect`, so its rollouts fall due at the same steps. Every
-    answer carries the counters after the call, for the driver to keep."""
-
-    def __init__(self, spec: WorkerSpec, board: Any = None, live: bool = False,
-                 counters: dict[str, int] | None = None) -> None:
-        for key, value in WORKER_ENV.items():
-            os.environ.setdefault(key, value)
-        self.params = ActorParams(board, live)
-        self.worker: Worker | None = None
-        self.failed: tuple | None = None
-        try:
-            self.worker = Worker(spec, self.params)      # sets torch to one thread
-            for layer, steps in (counters or {}).items():
-                self.worker.by_name[layer].buffer.env_steps = int(steps)
-        except Exception as exc:  # report why the worker could not start
-            self.failed = _error(exc)
-
-    def ready(self) -> tuple:
-        if self.failed is not None:
-            return self.failed
-        return ("ok", {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()})
-
-    def counters(self) -> dict[str, int]:
-        return {rt.info.name: rt.buffer.env_steps for rt in self.worker.layers if rt.trained}
-
-    def call(self, method: str, args: tuple, meta: list, *flats: np.ndarray) -> tuple:
-        try:
-            if self.failed is not None:
-                return self.failed
-            for (layer, version, ent), flat in zip(meta, flats):
-                self.params.publish(layer, version, ent, flat)
-            self.params.begin_call()
-            out = getattr(self.worker, method)(*args)
-            if method == "experience" and out[1] is None:   # no batch (a restarted worker): say so at the
-                have = self.params._data.get(args[0])        # current version, not as one infinitely stale
-                out = (have[0] if have else out[0], None)
-            return ("ok", out, self.counters())
-        except Exception as exc:
-            return _error(exc)
-
-    def close(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
-            self.worker = None
 
 
 # ---- the backend -----------------------------------------------------------------------------------
