@@ -33,6 +33,7 @@ class StageLoop:
         self.layer_view: dict[str, dict[str, float]] = {n: {} for n in self.order}
         self.episode_window: list[dict] = []
         self.last_log = 0.0
+        self.last_worker_log: dict[str, float] = {}
         self.t0 = time.perf_counter()
         self.steps_at_start = trainer.state["stage_steps"]
         self.rounds: dict[str, int] = {}
@@ -227,6 +228,26 @@ class StageLoop:
         if rate is not None:
             values["goal_success"] = rate
         self.sink.log(name, self.t.state["env_steps"], values)
+        if self.worker_rows_due(name):
+            self.log_workers(name, rows, results)
+        self.rounds[name] = self.rounds.get(name, 0) + 1
+        self.layer_view[name].update({"updates": server.stats.updates, "version": server.version,
+                                      "kl": values.get("approx_kl", float("nan")),
+                                      "clipfrac": values.get("clipfrac", float("nan"))})
+        if self.rounds[name] % max(self.tc.checkpoint_every, 1) == 0:
+            self.save(name)
+
+    def worker_rows_due(self, name: str) -> bool:
+        """Per-worker rows at most every log_every seconds per layer (and at a stage's end): with 16
+        workers they were most of the driver's time between two updates, when no env steps."""
+        now = time.perf_counter()
+        if self.done or now - self.last_worker_log.get(name, -np.inf) >= self.tc.log_every:
+            self.last_worker_log[name] = now
+            return True
+        return False
+
+    def log_workers(self, name: str, rows: list[dict], results: list[CollectResult]) -> None:
+        """One row per worker of the layer: its env steps/s, gradient cosine to the aggregate, value fit."""
         per_worker: dict[int, list[float]] = {}
         for row in rows:
             for w, c in (row.get("per_worker_cosine") or {}).items():
@@ -240,12 +261,6 @@ class StageLoop:
                 row["transitions"] = st["transitions"]
                 row["explained_variance"] = st["explained_variance"]
             self.sink.log(f"{name}/worker_{r.worker}", self.t.state["env_steps"], row)
-        self.rounds[name] = self.rounds.get(name, 0) + 1
-        self.layer_view[name].update({"updates": server.stats.updates, "version": server.version,
-                                      "kl": values.get("approx_kl", float("nan")),
-                                      "clipfrac": values.get("clipfrac", float("nan"))})
-        if self.rounds[name] % max(self.tc.checkpoint_every, 1) == 0:
-            self.save(name)
 
     def save(self, name: str) -> None:
         tensors, meta = self.servers[name].state()
