@@ -34,7 +34,11 @@ class LayerView(ParallelEnv):
         self.layer = names.index(layer)
         self.info = self.hier.info[self.layer]
         self.render_mode = None
-        self.possible_agents = list(self.info.slot_names)
+        # per_child padding slots (a smaller last squad) never act, so they are not agents
+        struct = self.hier.struct[self.layer] if self.info.choice == "per_child" else None
+        self._valid = (np.ones(self.info.n_slots, bool) if struct is None else struct[0].reshape(-1).copy())
+        self.possible_agents = [self.info.slot_names[i] for i in np.flatnonzero(self._valid)]
+        self._index = {a: self.info.slot_names.index(a) for a in self.possible_agents}
         self.agents: list[str] = []
         self._fixed = {}
         for inf, spec in zip(self.hier.info, self.hier.specs):
@@ -77,7 +81,7 @@ class LayerView(ParallelEnv):
         acting = list(self.agents)
         answer = self._actions_array(actions)
         ended = self._advance_to_decision(answer, rew, disc, term, trunc)
-        idx = {a: i for i, a in enumerate(self.possible_agents)}
+        idx = self._index
         rewards = {a: float(rew[idx[a]]) for a in acting}
         terms = {a: bool(term[idx[a]]) for a in acting}
         truncs = {a: bool(trunc[idx[a]]) for a in acting}
@@ -95,8 +99,7 @@ class LayerView(ParallelEnv):
     def _observations(self) -> dict:
         if self._done:
             return {}
-        idx = {a: i for i, a in enumerate(self.possible_agents)}
-        return {a: self._one_obs(idx[a]) for a in self.agents}
+        return {a: self._one_obs(self._index[a]) for a in self.agents}
 
     def _one_obs(self, i: int):
         if self._masked:
@@ -116,7 +119,7 @@ class LayerView(ParallelEnv):
         out = np.zeros(shape, dtype=space.dtype if space.dtype is not None else np.int64)
         for a, act in actions.items():
             if a in self.agents:
-                out[0, self.possible_agents.index(a)] = act
+                out[0, self._index[a]] = act
         return out
 
     def _advance_to_decision(self, answer, rew=None, disc=None, term=None, trunc=None) -> bool:
@@ -145,7 +148,7 @@ class LayerView(ParallelEnv):
             fresh = False
             if d.layer == self.layer and d.mask.any():
                 self._gen = gen
-                self.agents = [self.possible_agents[i] for i in np.flatnonzero(d.mask[0])]
+                self.agents = [self.info.slot_names[i] for i in np.flatnonzero(d.mask[0] & self._valid)]
                 self._last_obs = d.obs[0]
                 self._last_mask = None if d.action_mask is None else d.action_mask[0]
                 return False
