@@ -1,0 +1,226 @@
+"""skirmish: a StarCraft-micro-like battle of two teams of melee and ranged units over 3 control points.
+
+The learning team (n_squads x squad_size units) fights a mirrored team driven by a scripted AI
+inside the batched env (`scenarios/_skirmish_batch.py`). Win by eliminating the opponent or by
+holding more points at the time limit. Layers: commander (which point or enemy squad each squad
+engages) / squads (which point, enemy squad or enemy unit each unit goes for) / units.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import gymnasium as gym
+import numpy as np
+from pettingzoo import ParallelEnv
+
+from hdppo.graph import AgentGraph
+from hdppo.scenario import Layer, LayerContext, Scenario
+from scenarios._skirmish_batch import DIRS, N_MOVES, SkirmishBatch, SkirmishConfig, check_config
+
+__all__ = ["SCENARIO", "SkirmishBatch", "SkirmishConfig", "SkirmishParallelEnv", "scripted_low"]
+
+# grounded goal: [vector to the goal's position / size (2), its length (1), is an enemy (1),
+#                 status: point owner (-1..1) or the enemy's alive fraction / hp fraction (0..1)]
+GOAL_F = 5
+GOAL_BOX = gym.spaces.Box(np.array([-1, -1, 0, 0, -1], np.float32), np.array([1, 1, 1.5, 1, 1], np.float32),
+                          dtype=np.float32)
+
+
+class SkirmishParallelEnv(ParallelEnv):
+    """One skirmish copy behind PettingZoo's parallel dict API (a view of SkirmishBatch with E=1).
+
+    Observations are flat Boxes; the legal actions are in infos[agent]["action_mask"]; an illegal
+    action is a stop.
+    """
+
+    metadata = {"name": "skirmish_v0", "render_modes": []}
+
+    def __init__(self, cfg: SkirmishConfig | None = None, render_mode: str | None = None) -> None:
+        self.cfg = cfg if cfg is not None else SkirmishConfig()
+        self.render_mode = None
+        self.batch = SkirmishBatch(self.cfg, 1, None)
+        self.possible_agents = list(self.batch.units)
+        self.agents: list[str] = []
+        self._index = {a: i for i, a in enumerate(self.possible_agents)}
+        self.state_space = self.batch.state_space
+
+    def observation_space(self, agent: str) -> gym.spaces.Box:
+        return self.batch.obs_space
+
+    def action_space(self, agent: str) -> gym.spaces.Discrete:
+        return self.batch.action_space
+
+    def _infos(self, agents: Sequence[str]) -> dict:
+        return {a: {"action_mask": self.batch.action_mask[0, self._index[a]].astype(np.int8)} for a in agents}
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        self.batch.reset(seed)
+        self.agents = list(self.possible_agents)
+        return {a: self.batch.obs[0, i].copy() for a, i in self._index.items()}, self._infos(self.agents)
+
+    def step(self, actions: dict) -> tuple[dict, dict, dict, dict, dict]:
+        live = self.agents
+        if not live:
+            return {}, {}, {}, {}, {}
+        act = np.zeros((1, len(self.possible_agents)), np.int64)
+        for agent, a in actions.items():
+            act[0, self._index[agent]] = int(a)
+        res = self.batch.step(act)
+        idx = [self._index[a] for a in live]
+        obs = {a: self.batch.obs[0, i].copy() for a, i in zip(live, idx)}
+        rew = {a: float(res.rewards[0, i]) for a, i in zip(live, idx)}
+        term = {a: bool(res.terminated[0, i]) for a, i in zip(live, idx)}
+        trunc = {a: bool(res.truncated[0, i]) for a, i in zip(live, idx)}
+        infos = self._infos(live)
+        self.agents = [a for a, i in zip(live, idx) if self.batch.alive[0, i]]
+        return obs, rew, term, trunc, infos
+
+    def state(self) -> np.ndarray:
+        return self.batch.state()[0]
+
+
+# ---- goals: grounding, success, intrinsic reward, scripted units ----------------------------------
+class _Layout:
+    """Offsets of the unit observation (see SkirmishBatch) for a config."""
+
+    def __init__(self, cfg: SkirmishConfig) -> None:
+        self.U = self.K = cfg.n_squads * cfg.squad_size
+        self.P, self.G, self.Q = cfg.n_points, cfg.n_squads, cfg.squad_size
+        self.enemy = 5 + 3 * self.U
+        self.point = self.enemy + 4 * self.K
+        self.dim = self.point + 3 * self.P + 1
+        self.reach_point = cfg.point_radius / cfg.size
+        self.reach = np.array([cfg.melee_range, cfg.ranged_range]) / cfg.size
+
+
+def _ground(feats: np.ndarray, goals: np.ndarray, lay: _Layout) -> np.ndarray:
+    """Goal index -> [vector, distance, is_enemy, status] from unit-observation-shaped features.
+
+    Goal g: g < P point g; g < P + G enemy squad g - P (centroid of its living units);
+    else enemy unit g - P - G. A destroyed enemy goal grounds as a zero vector with status 0.
+    """
+    E, N = goals.shape
+    P, G, K, Q = lay.P, lay.G, lay.K, lay.Q
+    en = feats[..., lay.enemy:lay.point].reshape(E, N, K, 4)
+    alive = (en[..., 2] > 0).astype(np.float32)                                     # [E, N, K]
+    pts = feats[..., lay.point:lay.point + 3 * P].reshape(E, N, P, 3)
+    n_grp = alive.reshape(E, N, G, Q).sum(-1)                                       # [E, N, G]
+    grp_vec = (en[..., :2] * alive[..., None]).reshape(E, N, G, Q, 2).sum(3) / np.maximum(n_grp, 1)[..., None]
+    vec = np.concatenate([pts[..., :2], grp_vec, en[..., :2]], axis=2)              # [E, N, P+G+K, 2]
+    status = np.concatenate([pts[..., 2], n_grp / Q, en[..., 2]], axis=2)           # [E, N, P+G+K]
+    g = np.clip(goals.astype(np.int64), 0, P + G + K - 1)
+    v = np.take_along_axis(vec, g[:, :, None, None], axis=2)[:, :, 0]
+    out = np.empty((E, N, GOAL_F), np.float32)
+    out[..., :2] = v
+    out[..., 2] = np.sqrt((v ** 2).sum(-1))
+    out[..., 3] = g >= P
+    out[..., 4] = np.take_along_axis(status, g[:, :, None], axis=2)[..., 0]
+    return out
+
+
+def unit_goal_features(lay: _Layout):
+    """Grounding for units: ctx.features are their observations."""
+    return lambda goals, ctx: _ground(ctx.features, goals, lay)
+
+
+def squad_goal_features(lay: _Layout):
+    """Grounding for squads: the mean part of their default features is the centroid's view."""
+    return lambda goals, ctx: _ground(ctx.features[..., :lay.dim], goals, lay)
+
+
+def unit_goal_success(lay: _Layout):
+    """A unit's goal is reached when it stands on its goal point, or its goal enemy is destroyed."""
+    def success(ctx: LayerContext) -> np.ndarray:
+        gf = ctx.goal_features
+        return np.where(gf[..., 3] > 0.5, gf[..., 4] <= 0, gf[..., 2] <= lay.reach_point)
+    return success
+
+
+def squad_goal_success(ctx: LayerContext) -> np.ndarray:
+    """A squad's goal is reached when its goal point is held by us, or its goal enemy squad destroyed."""
+    gf = ctx.goal_features
+    return np.where(gf[..., 3] > 0.5, gf[..., 4] <= 0, gf[..., 4] > 0.5)
+
+
+def low_intrinsic(lay: _Layout):
+    """-(distance beyond reach) of the goal (point radius, or own attack range for an enemy), plus
+    2 x the goal enemy's loss of hp / alive fraction this step. In about [-1.4, 2]."""
+    def intrinsic(ctx: LayerContext) -> np.ndarray:
+        gf = ctx.goal_features
+        enemy = gf[..., 3] > 0.5
+        reach = np.where(enemy, lay.reach[(ctx.features[..., 3] > 0.5).astype(np.int64)], lay.reach_point)
+        r = -np.maximum(gf[..., 2] - reach, 0.0)
+        r = np.where(enemy & (gf[..., 4] <= 0), 0.0, r)
+        prev = ctx.prev_goal_features
+        if prev is not None:
+            r = r + 2.0 * enemy * np.clip(prev[..., 4] - gf[..., 4], 0.0, 1.0)
+        return r
+    return intrinsic
+
+
+def scripted_low(lay: _Layout):
+    """Scripted unit: attack the legal target nearest its goal position; else hold if an enemy is in
+    range (cooling down), or at the goal point / in range of the goal enemy; else move toward the
+    goal (toward the nearest enemy once the goal enemy is destroyed). Reads obs = [env obs, goal]."""
+    K = lay.K
+
+    def act(decision: Any) -> np.ndarray:
+        obs = np.asarray(decision.obs)
+        g = obs[..., -GOAL_F:]
+        v, dist, enemy, status = g[..., :2], g[..., 2], g[..., 3] > 0.5, g[..., 4]
+        en = obs[..., lay.enemy:lay.point].reshape(*obs.shape[:2], K, 4)
+        legal = (np.ones(en.shape[:3], bool) if decision.action_mask is None
+                 else np.asarray(decision.action_mask)[..., N_MOVES:N_MOVES + K])
+        cost = ((en[..., :2] - v[..., None, :]) ** 2).sum(-1)
+        pick = np.where(legal, cost, np.inf).argmin(-1)
+        can = legal.any(-1)
+        alive = en[..., 2] > 0
+        nearest = np.where(alive, (en[..., :2] ** 2).sum(-1), np.inf).argmin(-1)
+        near_vec = np.take_along_axis(en[..., :2], nearest[..., None, None], axis=2)[..., 0, :]
+        done = enemy & (status <= 0)
+        to = np.where(done[..., None], near_vec, v)
+        reach = np.where(enemy, lay.reach[(obs[..., 3] > 0.5).astype(np.int64)], 0.5 * lay.reach_point)
+        hold = (en[..., 3] > 0).any(-1) | (~done & (dist <= reach)) | ((to ** 2).sum(-1) == 0)
+        move = 1 + (to @ DIRS[1:].T).argmax(-1)
+        return np.where(can, N_MOVES + pick, np.where(hold, 0, move)).astype(np.int64)
+    return act
+
+
+def layers(cfg: SkirmishConfig) -> list[Layer]:
+    """high (point or enemy squad per squad) / mid (point, enemy squad or enemy unit per unit) / low."""
+    check_config(cfg)
+    lay = _Layout(cfg)
+    if cfg.layers == 1:
+        return [Layer("low", interval=1)]
+    low = Layer("low", interval=1, intrinsic=low_intrinsic(lay), w_int=0.1, scripted=scripted_low(lay))
+    to_units = dict(choice="per_child", goal_features=unit_goal_features(lay), goal_features_space=GOAL_BOX,
+                    goal_success=unit_goal_success(lay))
+    if cfg.layers == 2:
+        return [Layer("high", interval=8, goal_space=gym.spaces.Discrete(lay.P + lay.G), **to_units), low]
+    high = Layer("high", interval=16, goal_space=gym.spaces.Discrete(lay.P + lay.G), choice="per_child",
+                 goal_features=squad_goal_features(lay), goal_features_space=GOAL_BOX,
+                 goal_success=squad_goal_success)
+    mid = Layer("mid", interval=4, goal_space=gym.spaces.Discrete(lay.P + lay.G + lay.K), **to_units)
+    return [high, mid, low]
+
+
+def graph(cfg: SkirmishConfig, agents: Sequence[str]) -> AgentGraph:
+    """Flat, commander over units, or commander / n_squads squads of squad_size / units."""
+    units = list(agents)
+    if cfg.layers == 1:
+        return AgentGraph.groups(units)
+    if cfg.layers == 2:
+        return AgentGraph.groups(units, layers=("high", "low"))
+    return AgentGraph.groups(units, sizes=[cfg.squad_size])
+
+
+SCENARIO = Scenario(
+    name="skirmish",
+    description="StarCraft-micro-like battle: 3 squads of melee+ranged units vs a scripted team, 3 control points.",
+    env=lambda cfg: SkirmishParallelEnv(cfg),
+    graph=graph,
+    layers=layers,
+    config=SkirmishConfig,
+    batched_env=lambda cfg, n, seed: SkirmishBatch(cfg, n, seed),
+    positions=lambda env: env.positions(),
+)
