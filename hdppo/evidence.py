@@ -42,6 +42,7 @@ class EvidencePlan:
     common: list[str] = field(default_factory=list)  # `hdppo train` arguments shared by every run
     eval_episodes: int = 100
     out: Path = Path("runs/evidence")
+    also: list[str] = field(default_factory=list)   # further episode keys reported from the final eval
 
     def run_dir(self, variant: Variant, seed: int) -> Path:
         return self.out / f"{variant.label}-seed{seed}"
@@ -132,15 +133,19 @@ def summarize(plan: EvidencePlan, eval_seed: int = 12345) -> dict[str, Any]:
     for variant in plan.variants:
         runs = [plan.run_dir(variant, s) for s in plan.seeds]
         per_seed, pooled, team = [], [], []
+        extra: dict[str, list[float]] = {k: [] for k in plan.also}
         for seed, run in zip(plan.seeds, runs):
             eps = play(run, plan.eval_episodes, seed=eval_seed + seed)
             vals = [float(e.get(plan.outcome, np.nan)) for e in eps]
             per_seed.append(float(np.mean(vals)))
             pooled.extend(vals)
             team.extend(float(e["team_return"]) for e in eps)
+            for k in plan.also:
+                extra[k].extend(float(e.get(k, np.nan)) for e in eps)
         curve = mean_curve(runs, plan.outcome, grid)
         out["variants"][variant.label] = {
             "eval_per_seed": per_seed, "eval": mean_ci(pooled), "team_return": mean_ci(team),
+            "also": {k: mean_ci(v) for k, v in extra.items()},
             "curve": curve.tolist(), "curve_final": final_value(curve),
             "commands": [shlex.join(plan.command(variant, s)) for s in plan.seeds]}
     hier, flat = plan.variants[0].label, plan.variants[-1].label
@@ -201,13 +206,14 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, script:
              f"is played for {plan.eval_episodes} fresh episodes (`hdppo.evaluate.play`, sampled actions). "
              f"Confidence intervals are 95% bootstrap intervals over the pooled episodes of all seeds.", "",
              f"| team | final {plan.outcome} (eval, 95% CI) | per seed | team return (eval) | "
-             f"{plan.outcome} at the end of training |",
-             "|---|---|---|---|---:|"]
+             + "".join(f"{k} (eval) | " for k in plan.also) + f"{plan.outcome} at the end of training |",
+             "|---|---|---|---|" + "---|" * len(plan.also) + "---:|"]
     for v in plan.variants:
         s = summary["variants"][v.label]
         per = ", ".join(f"{x:.2f}" for x in s["eval_per_seed"])
         lines.append(f"| {v.label} (`{' '.join(v.args) or 'defaults'}`) | {_ci(s['eval'])} | {per} | "
-                     f"{_ci(s['team_return'])} | {s['curve_final']:.3f} |")
+                     f"{_ci(s['team_return'])} | " + "".join(f"{_ci(s['also'][k])} | " for k in plan.also)
+                     + f"{s['curve_final']:.3f} |")
     reach = summary["hier_steps_to_target"]
     lines += ["", f"![{plan.outcome} curves]({png_name})", ""]
     if reach is None:

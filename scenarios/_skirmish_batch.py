@@ -285,7 +285,7 @@ class SkirmishBatch(BatchedEnv):
 
     # ---- stepping --------------------------------------------------------------------------
     def step(self, actions: np.ndarray) -> EnvStep:
-        cfg, E, U, K = self.cfg, self.n_envs, self.U, self.K
+        cfg, U, K = self.cfg, self.U, self.K
         a = np.asarray(actions)
         if a.shape != self.alive.shape:
             raise ValueError(f"actions have shape {a.shape}, expected {self.alive.shape}")
