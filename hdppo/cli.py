@@ -139,9 +139,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         table.add_row(f"return/{layer} ({res['acting'][layer]})", format_ci(ci))
     table.add_row("team return", format_ci(res["team_return"]))
     table.add_row("episode length", format_ci(res["length"]))
-    for key in ("win", "success", "delivery_rate", "targets_claimed"):
-        if key in res:
-            table.add_row(f"{key} rate" if key in ("win", "success") else key, format_ci(res[key]))
+    for key, ci in res["outcomes"].items():
+        table.add_row(f"{key} rate" if key in ("win", "success", "draw") else key, format_ci(ci))
     Console().print(table)
     return 0
 

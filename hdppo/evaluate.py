@@ -12,7 +12,7 @@ from .errors import ConfigError
 from .params import MemoryParams
 from .worker import Worker, WorkerSpec
 
-OUTCOME_KEYS = ("win", "success", "delivery_rate", "targets_claimed")
+STANDARD_KEYS = ("team_return", "length", "env")   # with return/LAYER: what every episode record has
 
 
 def load_run_config(run: str | Path) -> dict[str, Any]:
@@ -67,11 +67,20 @@ def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, determinist
         out["acting"][layer] = ("checkpoint" if layer in frozen else "scripted/uniform")
     out["team_return"] = mean_ci([e["team_return"] for e in done])
     out["length"] = mean_ci([e["length"] for e in done])
-    for key in OUTCOME_KEYS:
-        vals = [e[key] for e in done if key in e]
-        if vals:
-            out[key] = mean_ci(vals)
+    out["outcomes"] = {}
+    for key in outcome_keys(done):      # the scenario's own episode metrics (win, delivery_rate, ...)
+        out[key] = out["outcomes"][key] = mean_ci([e[key] for e in done if key in e])
     return out
+
+
+def outcome_keys(episodes: list[dict[str, Any]]) -> list[str]:
+    """Numeric keys of episode records that a scenario's episode_info added, in first-seen order."""
+    keys: dict[str, None] = {}
+    for e in episodes:
+        for k, v in e.items():
+            if k not in STANDARD_KEYS and not k.startswith("return/") and isinstance(v, (int, float)):
+                keys[k] = None
+    return list(keys)
 
 
 def format_ci(ci: tuple[float, float, float]) -> str:
