@@ -195,11 +195,11 @@ def run_minutes(plan: EvidencePlan) -> float:
     return float(np.mean(list(times.values()))) / 60.0 if times else float("nan")
 
 
-def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, script: str) -> str:
+def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command: str) -> str:
     """The report: command, settings, final outcome table with CIs, curves, steps-to-target."""
     hier, flat = plan.variants[0].label, plan.variants[-1].label
     lines = [f"# Evidence: {plan.scenario}, {hier} vs {flat}", "",
-             f"Reproduce with `{script}`: {len(plan.seeds) * len(plan.variants)} runs of about "
+             f"Reproduce with `{command}`: {len(plan.seeds) * len(plan.variants)} runs of about "
              f"{run_minutes(plan):.1f} minutes each on this project's 2-core machine.",
              "",
              f"Each run trains `--layer all` for **{plan.steps:,} env steps**; seeds {plan.seeds}; every final team "
@@ -232,23 +232,28 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, script:
 
 
 def main(plan: EvidencePlan, script: str, argv: list[str] | None = None) -> dict[str, Any]:
-    """CLI of an evidence script: --steps, --seeds, --out, --episodes, --write DIR, --report-only."""
+    """CLI of the evidence script at path `script`: --steps, --seeds, --out, --episodes, --write DIR,
+    --tag, --report-only. The report's reproduce command is `python SCRIPT` with these arguments."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python", script, *[a for a in given if a != "--report-only"]])
     p = argparse.ArgumentParser(description=f"{plan.scenario}: {plan.variants[0].label} vs {plan.variants[-1].label}")
     p.add_argument("--steps", type=int, default=plan.steps, help="env steps per run")
     p.add_argument("--seeds", type=int, nargs="+", default=plan.seeds)
     p.add_argument("--out", default=str(plan.out), help="folder of the runs (finished runs are reused)")
     p.add_argument("--episodes", type=int, default=plan.eval_episodes, help="eval episodes per run")
     p.add_argument("--write", metavar="DIR", help="write DIR/SCENARIO.md and DIR/SCENARIO.png")
+    p.add_argument("--tag", default="", help="name the report SCENARIO-TAG.md/.png (e.g. a shorter budget)")
     p.add_argument("--report-only", action="store_true", help="skip training; report the runs in --out")
-    args = p.parse_args(argv)
+    args = p.parse_args(given)
     plan.steps, plan.seeds, plan.out, plan.eval_episodes = args.steps, args.seeds, Path(args.out), args.episodes
     if not args.report_only:
         train_all(plan)
     summary = summarize(plan)
     write = Path(args.write) if args.write else plan.out
-    png = plot_evidence(plan, summary, write / f"{plan.scenario}.png")
-    text = markdown(plan, summary, png.name, script)
-    (write / f"{plan.scenario}.md").write_text(text)
+    name = f"{plan.scenario}-{args.tag}" if args.tag else plan.scenario
+    png = plot_evidence(plan, summary, write / f"{name}.png")
+    text = markdown(plan, summary, png.name, command)
+    (write / f"{name}.md").write_text(text)
     (plan.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(text)
     return summary

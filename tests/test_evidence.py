@@ -40,7 +40,7 @@ def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path):
     out = tmp_path / "ev"
     plan = EvidencePlan("grid", "success", 1500, [0], [Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
                         common=["workers=1", "envs_per_worker=8", "log_every=0"], eval_episodes=8, out=out)
-    summary = main(plan, "python examples/evidence/grid.py", ["--write", str(tmp_path / "docs")])
+    summary = main(plan, "examples/evidence/grid.py", ["--write", str(tmp_path / "docs")])
     for label in ("3-layer", "flat"):
         run = out / f"{label}-seed0"
         assert finished(run, 1500)
@@ -49,6 +49,7 @@ def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path):
         assert v["eval"][1] <= v["eval"][0] <= v["eval"][2]
         assert f"--out {run}" in v["commands"][0]
     text = (tmp_path / "docs" / "grid.md").read_text()
+    assert f"Reproduce with `python examples/evidence/grid.py --write {tmp_path / 'docs'}`" in text
     assert "3-layer (`layers=3`)" in text and "flat (`layers=1`)" in text and "![success curves](grid.png)" in text
     png = (tmp_path / "docs" / "grid.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

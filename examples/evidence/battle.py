@@ -1,0 +1,20 @@
+"""Evidence on battle (MAgent2): the 3-layer team (commander -> squads of 9 -> units) vs a flat team of
+the same 16 red units against the scripted blue team, 3 seeds each at one env-step budget; final win
+rate with 95% bootstrap CIs, kills and survivors beside it.
+
+    python examples/evidence/battle.py --write docs/evidence
+
+Finished runs in runs/evidence/battle are reused; `--steps`, `--seeds`, `--report-only` as in
+hdppo.evidence.main.
+"""
+from pathlib import Path
+
+from hdppo.evidence import EvidencePlan, Variant, main
+
+PLAN = EvidencePlan(
+    scenario="battle", outcome="win", steps=100_000, seeds=[0, 1, 2],
+    variants=[Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
+    common=["workers=2"], eval_episodes=50, out=Path("runs/evidence/battle"), also=["kills", "survivors"])
+
+if __name__ == "__main__":
+    main(PLAN, "examples/evidence/battle.py")
