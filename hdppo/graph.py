@@ -57,6 +57,20 @@ class AgentGraph:
         return cls(g, layers)
 
     @classmethod
+    def team(cls, units: Sequence[Node], depth: int, group_size: int, spatial: bool = False) -> "AgentGraph":
+        """The usual team of `depth` layers: 1 flat units; 2 a commander (high) over the units; 3 a
+        commander over groups of `group_size` (mid) over the units, regrouped by position at each reset
+        when `spatial`."""
+        if depth == 1:
+            return cls.groups(units)
+        if depth == 2:
+            return cls.groups(units, layers=("high", "low"))
+        if depth == 3:
+            return cls.groups(units, [group_size], spatial=spatial)
+        raise GraphError(f"a team of depth {depth} is not built by AgentGraph.team",
+                         "use depth 1, 2 or 3, or AgentGraph.groups with explicit sizes")
+
+    @classmethod
     def groups(cls, units: Sequence[Node], sizes: Sequence[int] = (), layers: Sequence[str] | None = None,
                spatial: bool = False) -> "AgentGraph":
         """Fixed-size groups: units -> groups of sizes[0] -> groups of sizes[1] ... -> one top node.

@@ -67,6 +67,26 @@ class BatchedEnv(ABC):
         pass
 
 
+def copy_rngs(seed: int | None, n: int) -> list[np.random.Generator]:
+    """One numpy Generator per env copy: copy e seeded with seed + e, or fresh entropy without a seed."""
+    if seed is None:
+        return [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(n)]
+    return [np.random.default_rng(seed + e) for e in range(n)]
+
+
+class NumpyBatch(BatchedEnv):
+    """A native batch whose copies each draw from their own Generator `self._rng[e]` (see copy_rngs),
+    so E copies stepped together equal E single copies with the same seeds."""
+
+    _rng: list[np.random.Generator]
+
+    def reset(self, seed: int | None = None) -> None:
+        """New episodes everywhere; with a seed copy e restarts from seed + e, else streams continue."""
+        if seed is not None:
+            self._rng = copy_rngs(seed, self.n_envs)
+        self.reset_done(np.ones(self.n_envs, bool))
+
+
 def flat_space(space: gym.Space) -> gym.spaces.Box:
     """A flat float32 Box for a unit's observation space."""
     if isinstance(space, gym.spaces.Box):

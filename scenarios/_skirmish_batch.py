@@ -25,7 +25,7 @@ import numpy as np
 
 from hdppo.errors import ScenarioError
 from hdppo.scenario import ScenarioConfig
-from hdppo.vecenv import BatchedEnv, EnvStep
+from hdppo.vecenv import EnvStep, NumpyBatch, copy_rngs
 
 _S = np.sqrt(0.5)
 DIRS = np.array([[0, 0], [1, 0], [_S, _S], [0, 1], [-_S, _S], [-1, 0], [-_S, -_S], [0, -1], [_S, -_S]])
@@ -87,13 +87,7 @@ def opponent_params(difficulty: float) -> dict[str, float]:
     return {"hp_mult": 0.7 + 0.6 * d, "react": 0.5 + 0.5 * d, "aggro": 3.0 + 9.0 * d}
 
 
-def _rngs(seed: int | None, n: int) -> list[np.random.Generator]:
-    if seed is None:
-        return [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(n)]
-    return [np.random.default_rng(seed + e) for e in range(n)]
-
-
-class SkirmishBatch(BatchedEnv):
+class SkirmishBatch(NumpyBatch):
     """E copies of the skirmish; `step` has no Python loop over copies or units.
 
     Observation of a unit (all in [-1, 1]; positions / size):
@@ -154,16 +148,10 @@ class SkirmishBatch(BatchedEnv):
         self.obs = np.zeros((E, U, self.obs_dim), np.float32)
         self.action_mask = np.zeros((E, U, self.n_actions), bool)
         self.last_target = np.full((E, K), -1, np.int64)   # learning unit each enemy attacked last step
-        self._rng = _rngs(seed, E)
+        self._rng = copy_rngs(seed, E)
         self.reset_done(np.ones(E, bool))
 
     # ---- episodes --------------------------------------------------------------------------
-    def reset(self, seed: int | None = None) -> None:
-        """New episodes everywhere; with a seed copy e restarts from seed + e, else streams continue."""
-        if seed is not None:
-            self._rng = _rngs(seed, self.n_envs)
-        self.reset_done(np.ones(self.n_envs, bool))
-
     def reset_done(self, mask: np.ndarray) -> None:
         envs = np.flatnonzero(mask)
         if len(envs) == 0:

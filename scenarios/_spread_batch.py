@@ -31,7 +31,7 @@ from typing import Sequence
 import gymnasium as gym
 import numpy as np
 
-from hdppo.vecenv import BatchedEnv, EnvStep
+from hdppo.vecenv import EnvStep, NumpyBatch, copy_rngs
 
 AGENT_SIZE = 0.15
 LANDMARK_SIZE = 0.05
@@ -47,13 +47,7 @@ CAPTURE_RADIUS = 0.1     # mpe2's benchmark / terminate_on_success threshold (ep
 ACTION_DIR = np.array([[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]])
 
 
-def _rngs(seed: int | None, n: int) -> list[np.random.Generator]:
-    if seed is None:
-        return [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(n)]
-    return [np.random.default_rng(seed + e) for e in range(n)]
-
-
-class SpreadBatch(BatchedEnv):
+class SpreadBatch(NumpyBatch):
     """E copies of simple_spread with N agents and N landmarks; `step` loops over neither."""
 
     def __init__(self, n_agents: int = 3, local_ratio: float = 0.5, max_cycles: int = 25, n_envs: int = 1,
@@ -94,7 +88,7 @@ class SpreadBatch(BatchedEnv):
         self._dist = np.full((N, E, N), np.inf)       # [j, e, i] = |p_j - p_i|, inf for j == i
         self._lrel = np.zeros((2, E, N, L))           # [c, e, a, l] = p_a - q_l
         self._lm_dist = np.zeros((E, N, L))           # [e, a, l] = |p_a - q_l|
-        self._rng = _rngs(seed, E)
+        self._rng = copy_rngs(seed, E)
         self.reset_done(np.ones(E, bool))
 
     @property
@@ -113,12 +107,6 @@ class SpreadBatch(BatchedEnv):
         return self._q.transpose(1, 2, 0)
 
     # ---- episodes --------------------------------------------------------------------------
-    def reset(self, seed: int | None = None) -> None:
-        """New episodes everywhere; with a seed copy e restarts from seed + e, else streams continue."""
-        if seed is not None:
-            self._rng = _rngs(seed, self.n_envs)
-        self.reset_done(np.ones(self.n_envs, bool))
-
     def reset_done(self, mask: np.ndarray) -> None:
         envs = np.flatnonzero(np.asarray(mask, bool))
         if len(envs) == 0:

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import gymnasium as gym
 import numpy as np
 
-from hdppo.vecenv import BatchedEnv, EnvStep
+from hdppo.vecenv import EnvStep, NumpyBatch, copy_rngs
 
 DX = np.array([0, 0, 0, -1, 1], np.int64)     # actions: 0 stay, 1 up (y-1), 2 down (y+1), 3 left, 4 right
 DY = np.array([0, -1, 1, 0, 0], np.int64)
@@ -144,13 +144,7 @@ def build_layout(width: int, height: int, n_stations: int) -> Layout:
                   float(dist[dist < FAR].max()))
 
 
-def _rngs(seed: int | None, n: int) -> list[np.random.Generator]:
-    if seed is None:
-        return [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(n)]
-    return [np.random.default_rng(seed + e) for e in range(n)]
-
-
-class WarehouseBatch(BatchedEnv):
+class WarehouseBatch(NumpyBatch):
     """E warehouse copies of n_teams * team_size robots; see scenarios/warehouse.py for the rules.
 
     cfg needs: width, height, n_stations, n_teams, team_size, slots (open orders per zone),
@@ -188,7 +182,7 @@ class WarehouseBatch(BatchedEnv):
         self._wall = np.r_[L.blocked, True]                 # blocked, with the outside cell C
         self._block = np.zeros((E, RANDOM_BLOCK, 2))
         self._cursor = RANDOM_BLOCK
-        self._rng = _rngs(seed, E)
+        self._rng = copy_rngs(seed, E)
         self.reset_done(np.ones(E, bool))
 
     @staticmethod
@@ -204,11 +198,9 @@ class WarehouseBatch(BatchedEnv):
 
     # ---- episodes --------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
-        """New episodes everywhere; with a seed copy e restarts from seed + e, else streams continue."""
         if seed is not None:
-            self._rng = _rngs(seed, self.n_envs)
-            self._cursor = RANDOM_BLOCK
-        self.reset_done(np.ones(self.n_envs, bool))
+            self._cursor = RANDOM_BLOCK   # the pre-drawn block came from the old streams
+        super().reset(seed)
 
     def reset_done(self, mask: np.ndarray) -> None:
         envs = np.flatnonzero(np.asarray(mask, bool))

@@ -114,11 +114,7 @@ OPPONENTS = Opponents(agents=lambda agents: [a for a in agents if a.startswith("
 # ---- graph ---------------------------------------------------------------------------------
 def make_graph(cfg: BattleConfig, agents: list[str]) -> AgentGraph:
     units = [a for a in agents if a.startswith("red")]
-    if cfg.layers == 1:
-        return AgentGraph.groups(units)
-    if cfg.layers == 2:
-        return AgentGraph.groups(units, layers=("high", "low"))
-    return AgentGraph.groups(units, [cfg.squad_size], spatial=True)
+    return AgentGraph.team(units, cfg.layers, cfg.squad_size, spatial=True)
 
 
 def positions(env) -> np.ndarray:

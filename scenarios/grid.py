@@ -28,7 +28,7 @@ from pettingzoo import ParallelEnv
 from hdppo.errors import ScenarioError
 from hdppo.graph import AgentGraph
 from hdppo.scenario import Layer, LayerContext, Scenario, ScenarioConfig
-from hdppo.vecenv import BatchedEnv, EnvStep
+from hdppo.vecenv import EnvStep, NumpyBatch, copy_rngs
 
 DX = np.array([0, 0, 0, -1, 1], dtype=np.int64)
 DY = np.array([0, -1, 1, 0, 0], dtype=np.int64)
@@ -65,13 +65,7 @@ def check_config(cfg: GridConfig) -> None:
             "raise size or lower n_targets / hazards / n_units")
 
 
-def _rngs(seed: int | None, n: int) -> list[np.random.Generator]:
-    if seed is None:
-        return [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(n)]
-    return [np.random.default_rng(seed + e) for e in range(n)]
-
-
-class GridBatch(BatchedEnv):
+class GridBatch(NumpyBatch):
     """E copies of the grid as arrays [E, ...]; `step` has no Python loop over copies or units."""
 
     def __init__(self, cfg: GridConfig, n_envs: int = 1, seed: int | None = None) -> None:
@@ -98,16 +92,10 @@ class GridBatch(BatchedEnv):
         self.last_claim = np.full((E, U), -1, np.int64)   # target claimed by each unit at the last step
         self.obs = np.zeros((E, U, self.obs_dim), np.float32)
         self._cells = s * s
-        self._rng = _rngs(seed, E)
+        self._rng = copy_rngs(seed, E)
         self.reset_done(np.ones(E, bool))
 
     # ---- episodes --------------------------------------------------------------------------
-    def reset(self, seed: int | None = None) -> None:
-        """New episodes everywhere; with a seed copy e restarts from seed + e, else streams continue."""
-        if seed is not None:
-            self._rng = _rngs(seed, self.n_envs)
-        self.reset_done(np.ones(self.n_envs, bool))
-
     def reset_done(self, mask: np.ndarray) -> None:
         envs = np.flatnonzero(mask)
         if len(envs) == 0:
@@ -321,12 +309,7 @@ def layers(cfg: GridConfig) -> list[Layer]:
 
 def graph(cfg: GridConfig, agents: Sequence[str]) -> AgentGraph:
     """Flat, commander over units, or commander / squads of squad_size / units."""
-    units = list(agents)
-    if cfg.layers == 1:
-        return AgentGraph.groups(units)
-    if cfg.layers == 2:
-        return AgentGraph.groups(units, layers=("high", "low"))
-    return AgentGraph.groups(units, sizes=[cfg.squad_size])
+    return AgentGraph.team(list(agents), cfg.layers, cfg.squad_size)
 
 
 SCENARIO = Scenario(

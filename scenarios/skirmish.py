@@ -206,12 +206,7 @@ def layers(cfg: SkirmishConfig) -> list[Layer]:
 
 def graph(cfg: SkirmishConfig, agents: Sequence[str]) -> AgentGraph:
     """Flat, commander over units, or commander / n_squads squads of squad_size / units."""
-    units = list(agents)
-    if cfg.layers == 1:
-        return AgentGraph.groups(units)
-    if cfg.layers == 2:
-        return AgentGraph.groups(units, layers=("high", "low"))
-    return AgentGraph.groups(units, sizes=[cfg.squad_size])
+    return AgentGraph.team(list(agents), cfg.layers, cfg.squad_size)
 
 
 SCENARIO = Scenario(

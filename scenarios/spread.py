@@ -38,11 +38,7 @@ def make_env(cfg: SpreadConfig):
 
 
 def make_graph(cfg: SpreadConfig, agents: list[str]) -> AgentGraph:
-    if cfg.layers == 1:
-        return AgentGraph.groups(agents)
-    if cfg.layers == 2:
-        return AgentGraph.groups(agents, [], layers=("high", "low"))
-    return AgentGraph.groups(agents, [cfg.squad_size])
+    return AgentGraph.team(agents, cfg.layers, cfg.squad_size)
 
 
 def _landmark_vectors(features: np.ndarray, n: int) -> np.ndarray:

@@ -219,12 +219,7 @@ def layers(cfg: WarehouseConfig) -> list[Layer]:
 
 def graph(cfg: WarehouseConfig, agents: Sequence[str]) -> AgentGraph:
     """Flat robots, a dispatcher over robots, or a dispatcher / teams of team_size / robots."""
-    units = list(agents)
-    if cfg.layers == 1:
-        return AgentGraph.groups(units)
-    if cfg.layers == 2:
-        return AgentGraph.groups(units, layers=("high", "low"))
-    return AgentGraph.groups(units, sizes=[cfg.team_size])
+    return AgentGraph.team(list(agents), cfg.layers, cfg.team_size)
 
 
 SCENARIO = Scenario(

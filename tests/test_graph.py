@@ -287,3 +287,15 @@ def test_valid_graph_with_opponents_passes() -> None:
     g.validate(["adversary_0", "adversary_1", "agent_0"], opponents=["agent_0"],
                layer_names=["high", "mid", "low"])     # raises GraphError if anything is wrong
     assert g.units == ["adversary_0", "adversary_1"] and "agent_0" not in g.graph
+
+
+def test_team_builds_flat_commander_and_squad_depths():
+    units = [f"u{i}" for i in range(5)]
+    assert AgentGraph.team(units, 1, 2).layers == ["low"]
+    two = AgentGraph.team(units, 2, 2)
+    assert two.layers == ["high", "low"] and sorted(two.children("high_0")) == sorted(units)
+    three = AgentGraph.team(units, 3, 2)
+    assert three.layers == ["high", "mid", "low"]
+    assert [len(three.children(s)) for s in three.nodes("mid")] == [2, 2, 1]
+    with pytest.raises(GraphError, match="depth 4"):
+        AgentGraph.team(units, 4, 2)
