@@ -9,6 +9,7 @@ evidence job continues where it stopped. The per-scenario scripts live in exampl
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import subprocess
@@ -113,6 +114,12 @@ def mean_curve(runs: list[Path], key: str, grid: np.ndarray) -> np.ndarray:
     return out
 
 
+def first_value(curve: np.ndarray) -> float:
+    """The curve's first finite value (NaN if it has none)."""
+    finite = curve[np.isfinite(curve)]
+    return float(finite[0]) if len(finite) else float("nan")
+
+
 def final_value(curve: np.ndarray, points: int = 5) -> float:
     """Mean of the curve's last `points` finite values (NaN if it has none)."""
     finite = curve[np.isfinite(curve)]
@@ -150,7 +157,10 @@ def summarize(plan: EvidencePlan, eval_seed: int = 12345) -> dict[str, Any]:
             "commands": [shlex.join(plan.command(variant, s)) for s in plan.seeds]}
     hier, flat = plan.variants[0].label, plan.variants[-1].label
     target = out["variants"][flat]["curve_final"]
-    reach = steps_to_reach(grid, np.asarray(out["variants"][hier]["curve"]), target)
+    start = min(first_value(np.asarray(out["variants"][v]["curve"])) for v in (hier, flat))
+    # a flat team that never rose above where both started sets no target worth reaching
+    out["flat_improved"] = bool(np.isfinite(target) and target > start)
+    reach = steps_to_reach(grid, np.asarray(out["variants"][hier]["curve"]), target) if out["flat_improved"] else None
     out["target"] = target
     out["hier_steps_to_target"] = reach
     out["hier_fraction_of_budget"] = None if reach is None else reach / plan.steps
@@ -216,7 +226,11 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command
                      + f"{s['curve_final']:.3f} |")
     reach = summary["hier_steps_to_target"]
     lines += ["", f"![{plan.outcome} curves]({png_name})", ""]
-    if reach is None:
+    if not summary["flat_improved"]:
+        lines.append(f"The {flat} team's {plan.outcome} did not rise above where both teams started "
+                     f"({summary['target']:.3f} at the end), so there is no target for the {hier} team to reach "
+                     f"sooner; compare the other columns.")
+    elif reach is None:
         lines.append(f"The {hier} team's seed-mean curve never reached the {flat} team's final {plan.outcome} "
                      f"({summary['target']:.3f}) within the budget.")
     else:
@@ -234,6 +248,7 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command
 def main(plan: EvidencePlan, script: str, argv: list[str] | None = None) -> dict[str, Any]:
     """CLI of the evidence script at path `script`: --steps, --seeds, --out, --episodes, --write DIR,
     --tag, --report-only. The report's reproduce command is `python SCRIPT` with these arguments."""
+    plan = dataclasses.replace(plan, variants=list(plan.variants))   # the caller's plan stays as it was
     given = list(sys.argv[1:] if argv is None else argv)
     command = shlex.join(["python", script, *[a for a in given if a != "--report-only"]])
     p = argparse.ArgumentParser(description=f"{plan.scenario}: {plan.variants[0].label} vs {plan.variants[-1].label}")
@@ -243,9 +258,17 @@ def main(plan: EvidencePlan, script: str, argv: list[str] | None = None) -> dict
     p.add_argument("--episodes", type=int, default=plan.eval_episodes, help="eval episodes per run")
     p.add_argument("--write", metavar="DIR", help="write DIR/SCENARIO.md and DIR/SCENARIO.png")
     p.add_argument("--tag", default="", help="name the report SCENARIO-TAG.md/.png (e.g. a shorter budget)")
+    p.add_argument("--variant", action="append", default=[], metavar="LABEL=ARGS",
+                   help="a further team design to train beside the others, e.g. 'no-shaping=layers=3 w_int.low=0' "
+                        "(repeatable; listed between the hierarchy and the flat baseline)")
     p.add_argument("--report-only", action="store_true", help="skip training; report the runs in --out")
     args = p.parse_args(given)
     plan.steps, plan.seeds, plan.out, plan.eval_episodes = args.steps, args.seeds, Path(args.out), args.episodes
+    for spec in args.variant:
+        label, sep, rest = spec.partition("=")
+        if not sep or not label or "/" in label:
+            p.error(f"--variant {spec!r}: write LABEL=ARGS, e.g. 'no-shaping=layers=3 w_int.low=0'")
+        plan.variants.insert(len(plan.variants) - 1, Variant(label, shlex.split(rest)))
     if not args.report_only:
         train_all(plan)
     summary = summarize(plan)

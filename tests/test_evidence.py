@@ -40,8 +40,9 @@ def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path):
     out = tmp_path / "ev"
     plan = EvidencePlan("grid", "success", 1500, [0], [Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
                         common=["workers=1", "envs_per_worker=8", "log_every=0"], eval_episodes=8, out=out)
-    summary = main(plan, "examples/evidence/grid.py", ["--write", str(tmp_path / "docs")])
-    for label in ("3-layer", "flat"):
+    summary = main(plan, "examples/evidence/grid.py", ["--write", str(tmp_path / "docs"), "--variant", "two=layers=2"])
+    assert list(summary["variants"]) == ["3-layer", "two", "flat"]      # extra designs sit before the baseline
+    for label in ("3-layer", "two", "flat"):
         run = out / f"{label}-seed0"
         assert finished(run, 1500)
         v = summary["variants"][label]
@@ -49,10 +50,23 @@ def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path):
         assert v["eval"][1] <= v["eval"][0] <= v["eval"][2]
         assert f"--out {run}" in v["commands"][0]
     text = (tmp_path / "docs" / "grid.md").read_text()
-    assert f"Reproduce with `python examples/evidence/grid.py --write {tmp_path / 'docs'}`" in text
+    assert f"Reproduce with `python examples/evidence/grid.py --write {tmp_path / 'docs'} --variant two=layers=2`" in text
     assert "3-layer (`layers=3`)" in text and "flat (`layers=1`)" in text and "![success curves](grid.png)" in text
     png = (tmp_path / "docs" / "grid.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     stamp = (out / "flat-seed0" / "state.json").stat().st_mtime_ns
-    main(plan, "x", ["--report-only"])                      # nothing retrained
+    again = main(plan, "x", ["--report-only", "--variant", "two=layers=2"])   # nothing retrained
+    assert list(again["variants"]) == ["3-layer", "two", "flat"] and len(plan.variants) == 2
     assert (out / "flat-seed0" / "state.json").stat().st_mtime_ns == stamp
+
+
+def test_a_flat_team_that_never_improved_sets_no_target(tmp_path, monkeypatch):
+    import hdppo.evidence as ev
+    runs = {"3-layer": _fake_run(tmp_path / "h", [100, 200], [0.0, 0.0], [60, 60]),
+            "flat": _fake_run(tmp_path / "f", [100, 200], [0.0, 0.0], [60, 60])}
+    plan = EvidencePlan("grid", "win", 200, [0], [Variant("3-layer", []), Variant("flat", [])], out=tmp_path)
+    monkeypatch.setattr(plan, "run_dir", lambda variant, seed: runs[variant.label])
+    monkeypatch.setattr("hdppo.evaluate.play", lambda run, n, seed: [{"win": 0.0, "team_return": 1.0}] * n)
+    summary = ev.summarize(plan)
+    assert summary["flat_improved"] is False and summary["hier_steps_to_target"] is None
+    assert "no target" in ev.markdown(plan, summary, "x.png", "python x.py")
