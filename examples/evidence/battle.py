@@ -12,7 +12,7 @@ from pathlib import Path
 from hdppo.evidence import EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
-    scenario="battle", outcome="win", steps=400_000, seeds=[0, 1, 2],
+    scenario="battle", outcome="win", steps=300_000, seeds=[0, 1, 2],
     variants=[Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
     common=["workers=2"], eval_episodes=50, out=Path("runs/evidence/battle"), also=["kills", "survivors"])
 

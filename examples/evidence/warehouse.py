@@ -11,7 +11,7 @@ from pathlib import Path
 from hdppo.evidence import EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
-    scenario="warehouse", outcome="delivery_rate", steps=1_000_000, seeds=[0, 1, 2],
+    scenario="warehouse", outcome="delivery_rate", steps=240_000, seeds=[0, 1, 2],
     variants=[Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
     common=["workers=2"], eval_episodes=100, out=Path("runs/evidence/warehouse"), also=["deliveries"])
 
