@@ -48,7 +48,7 @@ def run_files(run: Path) -> set[str]:
             for p in run.rglob("*") if p.is_file()}
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(420)
 def test_ray_and_process_give_identical_parameters(tmp_path, own_ray):
     common = dict(steps=1500, workers=2, envs_per_worker=2, seed=3, progress="false", rollout=32)
     a = train(tmp_path / "process", GRID_LAYERS, backend="process", **common)
