@@ -132,9 +132,24 @@ def steps_to_reach(grid: np.ndarray, curve: np.ndarray, threshold: float) -> flo
     return float(grid[hit[0]]) if len(hit) else None
 
 
+def final_episodes(run: Path, episodes: int, seed: int) -> list[dict[str, Any]]:
+    """The final team's eval episodes, cached in RUN/evidence_eval.json (keyed by count, seed and the
+    checkpoints' versions) so a report can be rewritten without playing again."""
+    from .evaluate import play
+    cache = run / "evidence_eval.json"
+    state = json.loads((run / "state.json").read_text())
+    key = {"episodes": episodes, "seed": seed, "env_steps": state.get("env_steps")}
+    if cache.is_file():
+        saved = json.loads(cache.read_text())
+        if saved.get("key") == key:
+            return saved["records"]
+    records = play(run, episodes, seed=seed)
+    cache.write_text(json.dumps({"key": key, "records": records}))
+    return records
+
+
 def summarize(plan: EvidencePlan, eval_seed: int = 12345) -> dict[str, Any]:
     """Final evaluation per run, pooled CIs per variant, and steps for the hierarchy to reach flat's final."""
-    from .evaluate import play
     grid = np.linspace(0, plan.steps, 101)
     out: dict[str, Any] = {"variants": {}, "grid": grid.tolist()}
     for variant in plan.variants:
@@ -142,7 +157,7 @@ def summarize(plan: EvidencePlan, eval_seed: int = 12345) -> dict[str, Any]:
         per_seed, pooled, team = [], [], []
         extra: dict[str, list[float]] = {k: [] for k in plan.also}
         for seed, run in zip(plan.seeds, runs):
-            eps = play(run, plan.eval_episodes, seed=eval_seed + seed)
+            eps = final_episodes(run, plan.eval_episodes, eval_seed + seed)
             vals = [float(e.get(plan.outcome, np.nan)) for e in eps]
             per_seed.append(float(np.mean(vals)))
             pooled.extend(vals)
@@ -168,25 +183,31 @@ def summarize(plan: EvidencePlan, eval_seed: int = 12345) -> dict[str, Any]:
 
 
 def plot_evidence(plan: EvidencePlan, summary: dict[str, Any], png: Path) -> Path:
-    """Outcome vs env steps: each seed thin, the seed mean bold, one colour per variant."""
+    """The outcome (and each `also` key) vs env steps, one panel each: seeds thin, their mean bold,
+    one colour per variant."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
+    keys = [plan.outcome, *plan.also]
+    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4), squeeze=False)
     grid = np.asarray(summary["grid"])
-    for i, variant in enumerate(plan.variants):
-        colour = f"C{i}"
-        for seed in plan.seeds:
-            x, y = outcome_curve(plan.run_dir(variant, seed), plan.outcome)
-            ax.plot(x, y, color=colour, alpha=0.3, linewidth=0.8)
-        ax.plot(grid, summary["variants"][variant.label]["curve"], color=colour, linewidth=2,
-                label=f"{variant.label} (mean of {len(plan.seeds)} seeds)")
-    ax.axhline(summary["target"], color="grey", linestyle="--", linewidth=0.8, label=f"{plan.variants[-1].label} final")
-    ax.set_xlabel("env steps")
-    ax.set_ylabel(f"{plan.outcome} (last 200 episodes)")
-    ax.set_title(f"{plan.scenario}: {plan.outcome} while training")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    for ax, key in zip(axes[0], keys):
+        for i, variant in enumerate(plan.variants):
+            colour = f"C{i}"
+            runs = [plan.run_dir(variant, seed) for seed in plan.seeds]
+            for run in runs:
+                x, y = outcome_curve(run, key)
+                ax.plot(x, y, color=colour, alpha=0.3, linewidth=0.8)
+            mean = summary["variants"][variant.label]["curve"] if key == plan.outcome else mean_curve(runs, key, grid)
+            ax.plot(grid, mean, color=colour, linewidth=2, label=f"{variant.label} (mean of {len(plan.seeds)} seeds)")
+        if key == plan.outcome:
+            ax.axhline(summary["target"], color="grey", linestyle="--", linewidth=0.8,
+                       label=f"{plan.variants[-1].label} final")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel(f"{key} (last 200 episodes)")
+        ax.set_title(f"{plan.scenario}: {key} while training")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=100)

@@ -1,9 +1,11 @@
 """Evidence runs: the curve maths, and one tiny end-to-end plan on grid (train, eval, report, PNG)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from hdppo.evidence import EvidencePlan, Variant, finished, main, mean_curve, outcome_curve, steps_to_reach
 from hdppo.metrics import MetricsSink
@@ -14,6 +16,7 @@ def _fake_run(path: Path, steps: list[int], wins: list[float], episodes: list[in
     for s, w, n in zip(steps, wins, episodes):
         sink.log("run", s, {"win": w, "episodes": n})
     sink.close()
+    (path / "state.json").write_text(json.dumps({"env_steps": steps[-1], "finished": True}))
     return path
 
 
@@ -36,7 +39,7 @@ def test_outcome_curve_drops_thin_windows_and_mean_curve_averages_seeds(tmp_path
     np.testing.assert_allclose(m[1:], [(0.0 + 0.2) / 2, (0.5 + 0.4) / 2, (1.0 + 0.6) / 2])
 
 
-def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path):
+def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path, monkeypatch):
     out = tmp_path / "ev"
     plan = EvidencePlan("grid", "success", 1500, [0], [Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
                         common=["workers=1", "envs_per_worker=8", "log_every=0"], eval_episodes=8, out=out)
@@ -55,7 +58,9 @@ def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path):
     png = (tmp_path / "docs" / "grid.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     stamp = (out / "flat-seed0" / "state.json").stat().st_mtime_ns
-    again = main(plan, "x", ["--report-only", "--variant", "two=layers=2"])   # nothing retrained
+    import hdppo.evaluate
+    monkeypatch.setattr(hdppo.evaluate, "play", lambda *a, **k: pytest.fail("played again"))
+    again = main(plan, "x", ["--report-only", "--variant", "two=layers=2"])   # nothing retrained or replayed
     assert list(again["variants"]) == ["3-layer", "two", "flat"] and len(plan.variants) == 2
     assert (out / "flat-seed0" / "state.json").stat().st_mtime_ns == stamp
 
