@@ -23,8 +23,8 @@ from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
-from pettingzoo import ParallelEnv
 
+from hdppo.batch_view import BatchParallelEnv
 from hdppo.errors import ScenarioError
 from hdppo.graph import AgentGraph
 from hdppo.scenario import Layer, LayerContext, Scenario, ScenarioConfig
@@ -187,52 +187,14 @@ class GridBatch(NumpyBatch):
         return {"targets_claimed": float(claimed.mean()), "success": float(claimed.all())}
 
 
-class GridParallelEnv(ParallelEnv):
-    """One grid copy behind PettingZoo's parallel dict API (a thin view of GridBatch with E=1)."""
+class GridParallelEnv(BatchParallelEnv):
+    """One grid copy behind PettingZoo's parallel dict API (GridBatch with E=1)."""
 
     metadata = {"name": "grid_v0", "render_modes": []}
 
     def __init__(self, cfg: GridConfig | None = None, render_mode: str | None = None) -> None:
         self.cfg = cfg if cfg is not None else GridConfig()
-        self.render_mode = None
-        self.batch = GridBatch(self.cfg, 1, None)
-        self.possible_agents = list(self.batch.units)
-        self.agents: list[str] = []
-        self._index = {a: i for i, a in enumerate(self.possible_agents)}
-        self._obs_spaces = {a: self.batch.obs_space for a in self.possible_agents}
-        self._act_spaces = {a: gym.spaces.Discrete(5) for a in self.possible_agents}
-        self.state_space = self.batch.state_space
-
-    def observation_space(self, agent: str) -> gym.spaces.Box:
-        return self._obs_spaces[agent]
-
-    def action_space(self, agent: str) -> gym.spaces.Discrete:
-        return self._act_spaces[agent]
-
-    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        self.batch.reset(seed)
-        self.agents = list(self.possible_agents)
-        return {a: self.batch.obs[0, i].copy() for a, i in self._index.items()}, {a: {} for a in self.agents}
-
-    def step(self, actions: dict) -> tuple[dict, dict, dict, dict, dict]:
-        live = self.agents
-        if not live:
-            return {}, {}, {}, {}, {}
-        act = np.zeros((1, len(self.possible_agents)), np.int64)
-        for agent, a in actions.items():
-            act[0, self._index[agent]] = int(a)
-        res = self.batch.step(act)
-        idx = [self._index[a] for a in live]
-        obs = {a: self.batch.obs[0, i].copy() for a, i in zip(live, idx)}
-        rew = {a: float(res.rewards[0, i]) for a, i in zip(live, idx)}
-        term = {a: bool(res.terminated[0, i]) for a, i in zip(live, idx)}
-        trunc = {a: bool(res.truncated[0, i]) for a, i in zip(live, idx)}
-        infos = {a: {} for a in live}
-        self.agents = [a for a, i in zip(live, idx) if self.batch.alive[0, i]]
-        return obs, rew, term, trunc, infos
-
-    def state(self) -> np.ndarray:
-        return self.batch.state()[0]
+        super().__init__(GridBatch(self.cfg, 1, None))
 
 
 # ---- layers: goal grounding, success, intrinsic reward, scripted low -----------------------------

@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
-from pettingzoo import ParallelEnv
 
+from hdppo.batch_view import BatchParallelEnv
 from hdppo.graph import AgentGraph
 from hdppo.scenario import Layer, LayerContext, Scenario
 from scenarios._skirmish_batch import DIRS, N_MOVES, SkirmishBatch, SkirmishConfig, check_config
@@ -26,8 +26,8 @@ GOAL_BOX = gym.spaces.Box(np.array([-1, -1, 0, 0, -1], np.float32), np.array([1,
                           dtype=np.float32)
 
 
-class SkirmishParallelEnv(ParallelEnv):
-    """One skirmish copy behind PettingZoo's parallel dict API (a view of SkirmishBatch with E=1).
+class SkirmishParallelEnv(BatchParallelEnv):
+    """One skirmish copy behind PettingZoo's parallel dict API (SkirmishBatch with E=1).
 
     Observations are flat Boxes; the legal actions are in infos[agent]["action_mask"]; an illegal
     action is a stop.
@@ -37,46 +37,7 @@ class SkirmishParallelEnv(ParallelEnv):
 
     def __init__(self, cfg: SkirmishConfig | None = None, render_mode: str | None = None) -> None:
         self.cfg = cfg if cfg is not None else SkirmishConfig()
-        self.render_mode = None
-        self.batch = SkirmishBatch(self.cfg, 1, None)
-        self.possible_agents = list(self.batch.units)
-        self.agents: list[str] = []
-        self._index = {a: i for i, a in enumerate(self.possible_agents)}
-        self.state_space = self.batch.state_space
-
-    def observation_space(self, agent: str) -> gym.spaces.Box:
-        return self.batch.obs_space
-
-    def action_space(self, agent: str) -> gym.spaces.Discrete:
-        return self.batch.action_space
-
-    def _infos(self, agents: Sequence[str]) -> dict:
-        return {a: {"action_mask": self.batch.action_mask[0, self._index[a]].astype(np.int8)} for a in agents}
-
-    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        self.batch.reset(seed)
-        self.agents = list(self.possible_agents)
-        return {a: self.batch.obs[0, i].copy() for a, i in self._index.items()}, self._infos(self.agents)
-
-    def step(self, actions: dict) -> tuple[dict, dict, dict, dict, dict]:
-        live = self.agents
-        if not live:
-            return {}, {}, {}, {}, {}
-        act = np.zeros((1, len(self.possible_agents)), np.int64)
-        for agent, a in actions.items():
-            act[0, self._index[agent]] = int(a)
-        res = self.batch.step(act)
-        idx = [self._index[a] for a in live]
-        obs = {a: self.batch.obs[0, i].copy() for a, i in zip(live, idx)}
-        rew = {a: float(res.rewards[0, i]) for a, i in zip(live, idx)}
-        term = {a: bool(res.terminated[0, i]) for a, i in zip(live, idx)}
-        trunc = {a: bool(res.truncated[0, i]) for a, i in zip(live, idx)}
-        infos = self._infos(live)
-        self.agents = [a for a, i in zip(live, idx) if self.batch.alive[0, i]]
-        return obs, rew, term, trunc, infos
-
-    def state(self) -> np.ndarray:
-        return self.batch.state()[0]
+        super().__init__(SkirmishBatch(self.cfg, 1, None), mask_in_infos=True)
 
 
 # ---- goals: grounding, success, intrinsic reward, scripted units ----------------------------------

@@ -29,8 +29,8 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
-from pettingzoo import ParallelEnv
 
+from hdppo.batch_view import BatchParallelEnv
 from hdppo.errors import ScenarioError
 from hdppo.graph import AgentGraph
 from hdppo.scenario import Layer, LayerContext, Scenario, ScenarioConfig
@@ -84,49 +84,14 @@ def make_batch(cfg: WarehouseConfig, n_envs: int = 1, seed: int | None = None) -
     return WarehouseBatch(cfg, n_envs, seed)
 
 
-class WarehouseParallelEnv(ParallelEnv):
-    """One warehouse copy behind PettingZoo's parallel dict API (a thin view of WarehouseBatch with E=1)."""
+class WarehouseParallelEnv(BatchParallelEnv):
+    """One warehouse copy behind PettingZoo's parallel dict API (WarehouseBatch with E=1)."""
 
     metadata = {"name": "warehouse_v0", "render_modes": []}
 
     def __init__(self, cfg: WarehouseConfig | None = None, render_mode: str | None = None) -> None:
         self.cfg = cfg if cfg is not None else WarehouseConfig()
-        self.render_mode = None
-        self.batch = make_batch(self.cfg, 1, None)
-        self.possible_agents = list(self.batch.units)
-        self.agents: list[str] = []
-        self._index = {a: i for i, a in enumerate(self.possible_agents)}
-        self.state_space = self.batch.state_space
-
-    def observation_space(self, agent: str) -> gym.spaces.Box:
-        return self.batch.obs_space
-
-    def action_space(self, agent: str) -> gym.spaces.Discrete:
-        return self.batch.action_space
-
-    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        self.batch.reset(seed)
-        self.agents = list(self.possible_agents)
-        return {a: self.batch.obs[0, i].copy() for a, i in self._index.items()}, {a: {} for a in self.agents}
-
-    def step(self, actions: dict) -> tuple[dict, dict, dict, dict, dict]:
-        live = self.agents
-        if not live:
-            return {}, {}, {}, {}, {}
-        act = np.zeros((1, len(self.possible_agents)), np.int64)
-        for agent, a in actions.items():
-            act[0, self._index[agent]] = int(a)
-        res = self.batch.step(act)
-        idx = [self._index[a] for a in live]
-        obs = {a: self.batch.obs[0, i].copy() for a, i in zip(live, idx)}
-        rew = {a: float(res.rewards[0, i]) for a, i in zip(live, idx)}
-        term = {a: bool(res.terminated[0, i]) for a, i in zip(live, idx)}
-        trunc = {a: bool(res.truncated[0, i]) for a, i in zip(live, idx)}
-        self.agents = [a for a, i in zip(live, idx) if self.batch.alive[0, i]]
-        return obs, rew, term, trunc, {a: {} for a in live}
-
-    def state(self) -> np.ndarray:
-        return self.batch.state()[0]
+        super().__init__(make_batch(self.cfg, 1, None))
 
 
 # ---- layers: goal grounding, success, intrinsic reward, scripted low -----------------------------
