@@ -189,9 +189,13 @@ def plot_evidence(plan: EvidencePlan, summary: dict[str, Any], png: Path) -> Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     keys = [plan.outcome, *plan.also]
-    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4), squeeze=False)
+    cols = min(len(keys), 2)
+    rows = -(-len(keys) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(keys):]:
+        ax.set_visible(False)
     grid = np.asarray(summary["grid"])
-    for ax, key in zip(axes[0], keys):
+    for ax, key in zip(axes.flat, keys):
         for i, variant in enumerate(plan.variants):
             colour = f"C{i}"
             runs = [plan.run_dir(variant, seed) for seed in plan.seeds]
