@@ -13,6 +13,7 @@ from hdppo.scenario import LayerContext, load_scenario
 from hdppo.vecenv import PettingZooBatch
 from scenarios.grid import (SCENARIO, GridBatch, GridConfig, GridParallelEnv, greedy_low, low_intrinsic,
                             unit_goal_features, unit_goal_success)
+from batch_helpers import assert_copies_match
 
 PENALTY = GridConfig().step_penalty
 
@@ -53,34 +54,10 @@ def test_parallel_env_removes_dead_and_gives_state():
 # ---- vectorised == independent copies --------------------------------------------------------
 @pytest.mark.parametrize("hazards", [0, 3])
 def test_batch_equals_independent_copies(hazards):
-    cfg, E = cfg_with(hazards=hazards, max_steps=12), 5
-    big = GridBatch(cfg, E, seed=11)
-    small = [GridBatch(cfg, 1, seed=11 + e) for e in range(E)]
-    big.reset(seed=11)
-    for e, env in enumerate(small):
-        env.reset(seed=11 + e)
-    rng = np.random.default_rng(0)
-    n_done = 0
-    for _ in range(60):
-        actions = rng.integers(5, size=(E, cfg.n_units))
-        out = big.step(actions)
-        outs = [env.step(actions[e:e + 1]) for e, env in enumerate(small)]
-        for field in ("rewards", "terminated", "truncated", "done"):
-            np.testing.assert_array_equal(getattr(out, field), np.concatenate([getattr(o, field) for o in outs]))
-        np.testing.assert_array_equal(big.obs, np.concatenate([env.obs for env in small]))
-        np.testing.assert_array_equal(big.alive, np.concatenate([env.alive for env in small]))
-        np.testing.assert_array_equal(big.state(), np.concatenate([env.state() for env in small]))
-        assert big.obs.dtype == np.float32 and out.rewards.dtype == np.float32
-        for e in np.flatnonzero(out.done):
-            assert big.episode_info(int(e)) == small[e].episode_info(0)
-        n_done += int(out.done.sum())
-        big.reset_done(out.done)
-        for e, env in enumerate(small):
-            env.reset_done(out.done[e:e + 1])
-        for u in range(cfg.n_units):
-            assert all(big.obs_space.contains(big.obs[e, u]) for e in range(E))
-        assert all(big.state_space.contains(s) for s in big.state())
-    assert n_done >= E  # several episodes with auto-resets
+    cfg = cfg_with(hazards=hazards, max_steps=12)
+    n_done = assert_copies_match(lambda n, seed: GridBatch(cfg, n, seed), 5, 60,
+                                 lambda big, rng: rng.integers(5, size=(5, cfg.n_units)))
+    assert n_done >= 5  # several episodes with auto-resets
 
 
 def test_pettingzoo_adapter_matches_native():

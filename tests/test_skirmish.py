@@ -12,6 +12,7 @@ from hdppo.errors import ScenarioError
 from scenarios._skirmish_batch import DIRS, N_MOVES
 from scenarios.skirmish import (SCENARIO, SkirmishBatch, SkirmishConfig, SkirmishParallelEnv, _ground, _Layout,
                                 scripted_low)
+from batch_helpers import assert_copies_match
 
 CFG = SkirmishConfig()
 U = CFG.n_squads * CFG.squad_size
@@ -235,30 +236,9 @@ def test_scripted_low_attacks_in_range_else_moves_to_goal():
 
 # ---- batched == single copies, PettingZoo API, config errors -----------------------------------
 def test_batch_equals_independent_copies():
-    cfg, E = cfg_with(max_steps=40, difficulty=0.6), 4
-    big = SkirmishBatch(cfg, E, seed=11)
-    small = [SkirmishBatch(cfg, 1, seed=11 + e) for e in range(E)]
-    rng = np.random.default_rng(0)
-    n_done = 0
-    for _ in range(90):
-        actions = np.where(big.action_mask, rng.random(big.action_mask.shape), -1).argmax(-1)
-        out = big.step(actions)
-        outs = [env.step(actions[e:e + 1]) for e, env in enumerate(small)]
-        for field in ("rewards", "terminated", "truncated", "done"):
-            np.testing.assert_array_equal(getattr(out, field), np.concatenate([getattr(o, field) for o in outs]))
-        for name in ("obs", "alive", "action_mask"):
-            np.testing.assert_array_equal(getattr(big, name), np.concatenate([getattr(s, name) for s in small]))
-        np.testing.assert_array_equal(big.state(), np.concatenate([s.state() for s in small]))
-        for e in np.flatnonzero(out.done):
-            assert big.episode_info(int(e)) == small[e].episode_info(0)
-        n_done += int(out.done.sum())
-        big.reset_done(out.done)
-        for e, env in enumerate(small):
-            env.reset_done(out.done[e:e + 1])
-        assert big.obs.dtype == np.float32 and out.rewards.dtype == np.float32
-        assert all(big.obs_space.contains(o) for o in big.obs.reshape(-1, big.obs.shape[-1]))
-        assert all(big.state_space.contains(s) for s in big.state())
-    assert n_done >= E
+    cfg = cfg_with(max_steps=40, difficulty=0.6)
+    legal = lambda big, rng: np.where(big.action_mask, rng.random(big.action_mask.shape), -1).argmax(-1)  # noqa: E731
+    assert assert_copies_match(lambda n, seed: SkirmishBatch(cfg, n, seed), 4, 90, legal) >= 4
 
 
 def test_parallel_api():
