@@ -22,6 +22,7 @@ class RolloutBuffer:
         row = {"obs": obs.astype(np.float32, copy=True), "valid": mask.copy(), "actions": actions.copy(),
                "logp": logp, "values": values,
                "rewards": np.zeros((self.E, self.S), np.float32), "discounts": np.zeros((self.E, self.S), np.float32),
+               "raw_rewards": np.zeros((self.E, self.S), np.float32),
                "closed": np.zeros((self.E, self.S), bool)}
         if action_mask is not None:
             row["action_mask"] = action_mask.copy()
@@ -30,8 +31,11 @@ class RolloutBuffer:
         self.open_row[mask] = len(self.rows)
         self.rows.append(row)
 
-    def close(self, closed: np.ndarray, rewards: np.ndarray, discounts: np.ndarray) -> None:
-        """Fill reward and discount of the transitions that closed at this step (arrays [E, S])."""
+    def close(self, closed: np.ndarray, rewards: np.ndarray, discounts: np.ndarray,
+              raw_rewards: np.ndarray | None = None) -> None:
+        """Fill reward and discount of the transitions that closed at this step (arrays [E, S]);
+        `raw_rewards` are the same rewards before normalisation (for statistics; default `rewards`)."""
+        raw = rewards if raw_rewards is None else raw_rewards
         closing = closed & (self.open_row >= 0)
         rows = self.open_row[closing]
         if rows.size == 0:
@@ -41,6 +45,7 @@ class RolloutBuffer:
             row = self.rows[lo]
             np.copyto(row["rewards"], rewards, where=closing)
             np.copyto(row["discounts"], discounts, where=closing)
+            np.copyto(row["raw_rewards"], raw, where=closing)
             row["closed"] |= closing
         else:
             e, s = np.nonzero(closing)
@@ -49,6 +54,7 @@ class RolloutBuffer:
                 row = self.rows[r]
                 row["rewards"][e[sel], s[sel]] = rewards[e[sel], s[sel]]
                 row["discounts"][e[sel], s[sel]] = discounts[e[sel], s[sel]]
+                row["raw_rewards"][e[sel], s[sel]] = raw[e[sel], s[sel]]
                 row["closed"][e[sel], s[sel]] = True
         self.open_row[closing] = -1
 
@@ -67,7 +73,8 @@ class RolloutBuffer:
                       critic_obs=arr["critic_obs"][sel] if "critic_obs" in arr else None)
         batch.stats = {"explained_variance": explained_variance(batch.values, batch.returns) if len(batch) > 1
                        else float("nan"), "transitions": len(batch),
-                       "reward_mean": float(arr["rewards"][sel].mean()) if len(batch) else float("nan")}
+                       "reward_mean": float(arr["rewards"][sel].mean()) if len(batch) else float("nan"),
+                       "raw_reward_mean": float(arr["raw_rewards"][sel].mean()) if len(batch) else float("nan")}
         self._carry(arr)
         return batch
 
@@ -93,4 +100,5 @@ class RolloutBuffer:
 def _empty_batch() -> Batch:
     z = np.zeros((0,), np.float32)
     return Batch(obs=np.zeros((0, 0), np.float32), actions=z, logp=z, values=z, advantages=z, returns=z,
-                 stats={"transitions": 0, "explained_variance": float("nan"), "reward_mean": float("nan")})
+                 stats={"transitions": 0, "explained_variance": float("nan"), "reward_mean": float("nan"),
+                        "raw_reward_mean": float("nan")})

@@ -12,7 +12,8 @@ pass per layer per step, and a single-layer view can pause at its own layer.
 """
 from __future__ import annotations
 
-from typing import Any, Generator
+import contextlib
+from typing import Any, Generator, Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -329,8 +330,12 @@ class HierarchyEnv:
         except StopIteration as stop:
             return stop.value
 
-    def step_iter(self) -> Generator[Decision, np.ndarray, StepResult]:
-        """Yield a Decision per deciding layer (top-down), receive its actions, return the StepResult."""
+    def step_iter(self, pause: bool = False) -> Generator[Decision | None, np.ndarray | None, StepResult]:
+        """Yield a Decision per deciding layer (top-down), receive its actions, return the StepResult.
+
+        With `pause`, yield None once more after the last decision and before the env steps (send
+        None to go on): a trainer ending its rollout there has the values of every slot's next
+        decision state, which bootstrap the transitions that closed on the rollout's last step."""
         L = self.n_layers
         if self._env_actions is None:
             self._env_actions = self._empty_env_actions()
@@ -349,6 +354,8 @@ class HierarchyEnv:
                 self._env_actions[mask] = actions[mask]
             else:
                 self._assign_goals(i, actions, mask)
+        if pause:
+            yield None
         return self._advance()
 
     def _empty_env_actions(self) -> np.ndarray:
@@ -402,6 +409,7 @@ class HierarchyEnv:
                         else np.zeros(self.alive[i].shape, dtype=bool))
         self.unit_env_return += ext[-1]
         done = step.done
+        final = _FinalView(self, trunc[-1]) if any_trunc else None
         results = []
         for i, spec in enumerate(self.specs):
             ctx = self.context(i, pre_alive[i])
@@ -417,7 +425,7 @@ class HierarchyEnv:
             if i > 0 and self.specs[i - 1].goal_success is not None:
                 ok = np.asarray(self.specs[i - 1].goal_success(ctx), dtype=bool)
                 self.achieved[i] |= ok & pre_alive[i] & self.goal_set[i]
-            results.append(self._close(i, self._slot_view(i, reward), done, trunc))
+            results.append(self._close(i, self._slot_view(i, reward), done, trunc, final))
         episodes = []
         if done.any():
             for i in range(1, L):
@@ -447,7 +455,8 @@ class HierarchyEnv:
                                     "fix the env (or wrap it to clip/replace NaN) before training on it",
                                     where=f"scenario {self.scenario.name!r}")
 
-    def _close(self, i: int, slot_reward: np.ndarray, done: np.ndarray, trunc: list[np.ndarray]) -> LayerStep:
+    def _close(self, i: int, slot_reward: np.ndarray, done: np.ndarray, trunc: list[np.ndarray],
+               final: "_FinalView | None" = None) -> LayerStep:
         """Accrue this step's reward on open slots of layer i and close the finished transitions."""
         open_ = self.open[i]
         self.acc_r[i] += np.where(open_, self.acc_d[i] * slot_reward, 0.0)
@@ -463,7 +472,7 @@ class HierarchyEnv:
             slot_trunc = trunc[i]
         truncated = ended & slot_trunc
         terminal = ended & ~truncated
-        final_obs = self.decision_obs(i) if truncated.any() else None
+        final_obs = final.decision_obs(i) if truncated.any() and final is not None else None
         out = LayerStep(closed, self.acc_r[i].astype(np.float32), np.where(terminal, 0.0, self.acc_d[i]).astype(np.float32),
                         terminal, truncated, final_obs)
         self.open[i] = open_ & ~closed
@@ -490,15 +499,55 @@ class HierarchyEnv:
                       for n in range(idx.shape[0])]
         return groups
 
-    def pop_goal_stats(self) -> dict[str, float]:
-        """Goal success rate per layer since the last call (layers that receive goals)."""
+    def pop_goal_counts(self) -> dict[str, tuple[int, int]]:
+        """(goals finished, goals achieved) per layer since the last call (layers whose goals have a
+        goal_success test and finished at least one goal); counts add up across workers."""
         out = {}
         for i in range(1, self.n_layers):
             n, ok = self.goal_stats[i]
             if n and self.specs[i - 1].goal_success is not None:
-                out[self.specs[i].name] = ok / n
+                out[self.specs[i].name] = (n, ok)
             self.goal_stats[i] = [0, 0]
         return out
 
+    def pop_goal_stats(self) -> dict[str, float]:
+        """Goal success rate per layer since the last call (layers that receive goals)."""
+        return {name: ok / n for name, (n, ok) in self.pop_goal_counts().items()}
+
     def close(self) -> None:
         self.env.close()
+
+
+class _FinalView:
+    """Decision observations at a time limit, with the truncated units counted as alive.
+
+    After the env step PettingZoo has removed every truncated unit, so the plain post-step view of a
+    parent at a time limit is "no living child" (all-zero features), a state no decision ever saw.
+    Bootstrapping truncation needs the state the layer would have decided in: here the post-step
+    observations with the truncated units alive (units that terminated stay dead)."""
+
+    def __init__(self, hier: HierarchyEnv, truncated_units: np.ndarray) -> None:
+        L = hier.n_layers
+        self.hier = hier
+        self.alive: list[np.ndarray] = [None] * L  # type: ignore[list-item]
+        self.alive[-1] = hier.alive[-1] | truncated_units
+        for i in reversed(range(L - 1)):
+            self.alive[i] = agg.any_children(self.alive[i + 1], hier.idx[i], hier.struct[i])
+        self.feat: list[np.ndarray | None] = [None] * (L - 1) + [hier._feat[-1]]
+        self.goal_feat: list[np.ndarray | None] = [None] * L
+        self.slot_alive: list[np.ndarray | None] = [None] * L
+
+    def decision_obs(self, i: int) -> np.ndarray:
+        with self._installed():
+            return self.hier.decision_obs(i)
+
+    @contextlib.contextmanager
+    def _installed(self) -> Iterator[None]:
+        """Swap this view's alive flags and caches into the hierarchy (its methods fill them)."""
+        h = self.hier
+        saved = h.alive, h._feat, h._goal_feat, h._slot_alive
+        h.alive, h._feat, h._goal_feat, h._slot_alive = self.alive, self.feat, self.goal_feat, self.slot_alive
+        try:
+            yield
+        finally:
+            h.alive, h._feat, h._goal_feat, h._slot_alive = saved

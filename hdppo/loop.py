@@ -32,6 +32,7 @@ class StageLoop:
         self.cpu = CpuMeter()
         self.layer_view: dict[str, dict[str, float]] = {n: {} for n in self.order}
         self.episode_window: list[dict] = []
+        self.goal_counts: dict[str, dict[int, tuple[int, int]]] = {}   # layer -> worker -> (finished, achieved)
         self.last_log = 0.0
         self.last_worker_log: dict[str, float] = {}
         self.t0 = time.perf_counter()
@@ -42,6 +43,14 @@ class StageLoop:
 
     def stage_target(self) -> int:
         return self.stage.steps
+
+    def layer_progress(self, name: str) -> float:
+        """Where this stage is for a layer's schedules: at the start of the rollout its update learns
+        from (as CleanRL decays by iteration), so every stage, and a short run's few updates, start
+        at the configured lr and entropy instead of whatever the whole run's progress says."""
+        span = self.tc.layers[name].rollout_steps(self.t.infos[self.t.names.index(name)].interval)
+        span *= self.tc.envs_per_worker * self.backend.n_workers
+        return max(self.t.state["stage_steps"] - span, 0) / max(self.stage.steps, 1)
 
     def publish(self, name: str) -> None:
         s = self.servers[name]
@@ -83,7 +92,7 @@ class StageLoop:
 
     def update_sync(self, name: str, results: list[CollectResult]) -> None:
         server, lc, pool = self.servers[name], self.tc.layers[name], self.pools[name]
-        server.set_progress(self.t.state["env_steps"] / max(self.tc.steps, 1))
+        server.set_progress(self.layer_progress(name))
         rows = []
         if lc.mode == "gradients":
             for epoch in range(lc.epochs):
@@ -107,6 +116,7 @@ class StageLoop:
         pending: dict[str, list] = {n: [] for n in self.order}
         calls: dict[int, tuple] = {}
         rows: dict[str, list] = {n: [] for n in self.order}
+        latest: dict[str, dict[int, CollectResult]] = {n: {} for n in self.order}   # per layer and worker
 
         def next_call(w: int) -> None:
             if queue[w]:
@@ -127,6 +137,7 @@ class StageLoop:
                 self.after_collect([result])
                 for name in self.order:
                     if name in result.due and w in self.pools[name]:
+                        latest[name][w] = result
                         lc = self.tc.layers[name]
                         if lc.mode == "gradients":
                             queue[w] += [("gradient", name, e, m) for e in range(lc.epochs)
@@ -136,25 +147,25 @@ class StageLoop:
             elif call[0] == "gradient":
                 name = call[1]
                 server = self.servers[name]
-                server.set_progress(self.t.state["env_steps"] / max(self.tc.steps, 1))
+                server.set_progress(self.layer_progress(name))
                 if server.apply_async(result):
                     self.publish(name)
                     rows[name].append({k: result.stats[k] for k in
                                        ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac") if k in result.stats})
                 if call[2:] == (self.tc.layers[name].epochs - 1, self.tc.layers[name].minibatches - 1):
-                    self.log_update(name, rows[name], [])
+                    self.log_update(name, rows[name], list(latest[name].values()))
                     rows[name] = []
             else:
                 name = call[1]
                 pending[name].append(result)
                 if len(pending[name]) >= len(self.pools[name]):
                     server = self.servers[name]
-                    server.set_progress(self.t.state["env_steps"] / max(self.tc.steps, 1))
+                    server.set_progress(self.layer_progress(name))
                     out = server.train(pending[name])
                     pending[name] = []
                     if out:
                         self.publish(name)
-                        self.log_update(name, [out], [])
+                        self.log_update(name, [out], list(latest[name].values()))
             next_call(w)
 
     # ---- bookkeeping ---------------------------------------------------------------------------
@@ -166,8 +177,11 @@ class StageLoop:
             s.env_steps = self.t.state["env_steps"]
         for r in results:
             self.episode_window.extend(r.episodes)
-            for name, rate in r.goal_success.items():
-                self.layer_view.setdefault(name, {})["goal_success"] = rate
+            for name, counts in r.goal_counts.items():
+                self.goal_counts.setdefault(name, {})[r.worker] = counts
+        for name, per_worker in self.goal_counts.items():     # pooled over every worker's latest goals
+            n = sum(c[0] for c in per_worker.values())
+            self.layer_view.setdefault(name, {})["goal_success"] = sum(c[1] for c in per_worker.values()) / n
         self.episode_window = self.episode_window[-200:]
         now = time.perf_counter()
         elapsed = now - self.t0

@@ -43,3 +43,8 @@ class RewardNormalizer:
         out = rewards / np.sqrt(self.rms.var + self.eps)
         self.ret[closed] *= np.where(ended[closed], 0.0, discounts[closed])
         return out.astype(np.float32)
+
+    @property
+    def scale(self) -> float:
+        """What rewards are divided by now (1 when disabled)."""
+        return float(np.sqrt(self.rms.var + self.eps)) if self.enabled else 1.0

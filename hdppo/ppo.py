@@ -28,6 +28,7 @@ def smdp_gae(
     valid: np.ndarray,
     closed: np.ndarray,
     lam: float,
+    last_values: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """GAE over the sparse decision sequence of every slot of a ``[T, *batch]`` rollout.
 
@@ -45,6 +46,10 @@ def smdp_gae(
         closed: True where that transition has finished (reward and discount known). A valid
             but not closed entry is *open*; it can only be the last valid entry of its slot.
         lam: the GAE lambda.
+        last_values: ``[*batch]`` value of each slot's next decision state after the rollout, for
+            a closed entry with no later valid entry (CleanRL's ``next_value``). Without it such an
+            entry must have discount 0 (its episode ended); otherwise a ValueError is raised, since
+            bootstrapping a continuing transition from 0 biases every return.
 
     Returns:
         ``(advantages, returns)`` as float32 arrays of the input shape. On valid & closed
@@ -54,8 +59,8 @@ def smdp_gae(
         * A closed entry bootstraps from the value of the next valid entry of its slot (closed
           or open) and chains the advantage of that entry only if it is closed; an open entry
           contributes no advantage and cuts the chain (as at the end of a flat PPO rollout).
-        * A closed entry with no later valid entry bootstraps from value 0 (the caller only
-          produces this with discount 0, i.e. an episode end).
+        * A closed entry with no later valid entry bootstraps from ``last_values`` (0 when not
+          given, which is only allowed where its discount is 0).
         * ``closed`` without ``valid`` is ignored; the contents of invalid entries are never read
           (they may hold garbage or NaN).
     """
@@ -77,7 +82,19 @@ def smdp_gae(
         d = np.where(done_b, np.asarray(discounts, dtype=np.float64), 0.0)
 
     batch = shape[1:]
-    next_value = np.zeros(batch, dtype=np.float64)
+    if last_values is None:
+        has_next = np.flip(np.logical_or.accumulate(np.flip(valid_b, 0), axis=0), 0)  # a valid entry at or after t
+        later = np.concatenate([has_next[1:], np.zeros((1,) + batch, bool)]) if shape[0] else has_next
+        dangling = done_b & ~later & (d != 0)
+        if dangling.any():
+            raise ValueError(
+                f"smdp_gae: {int(dangling.sum())} closed transition(s) with discount > 0 have no next decision "
+                "to bootstrap from; pass last_values (the value of each slot's next decision state)")
+        next_value = np.zeros(batch, dtype=np.float64)
+    else:
+        if np.shape(last_values) != batch:
+            raise ValueError(f"smdp_gae: last_values has shape {np.shape(last_values)}, expected {batch}")
+        next_value = np.asarray(last_values, dtype=np.float64).copy()
     next_adv = np.zeros(batch, dtype=np.float64)
     adv = np.zeros(shape, dtype=np.float64)
     for t in range(shape[0] - 1, -1, -1):

@@ -22,7 +22,10 @@ from .worker import GradResult
 
 
 def aggregation_weights(kind: str, counts: np.ndarray, returns: np.ndarray) -> np.ndarray:
-    """Normalised weights of workers' gradients: by sample count, uniform, or softmax of standardised return."""
+    """Normalised weights of workers' gradients: by sample count, uniform, or softmax of standardised return.
+
+    `returns` must be on one scale for all workers: the trainer passes each batch's mean reward per
+    transition in env units (before each worker's own reward normalisation)."""
     counts = np.asarray(counts, dtype=np.float64)
     live = counts > 0
     if not live.any():
@@ -95,7 +98,7 @@ class ParameterServer:
         for g in live:
             self._count_staleness(self.version - g.version)
         w = aggregation_weights(self.lc.aggregate, np.array([g.n for g in live]),
-                                np.array([g.stats.get("return_mean", 0.0) for g in live]))
+                                np.array([g.stats.get("raw_reward_mean", 0.0) for g in live]))
         agg = np.zeros_like(live[0].grad, dtype=np.float64)
         for wi, g in zip(w, live):
             agg += wi * g.grad

@@ -48,7 +48,7 @@ class CollectResult:
     env_steps: int                  # env steps of all copies (copies x steps)
     due: list[str]
     episodes: list[dict]
-    goal_success: dict[str, float]
+    goal_counts: dict[str, tuple[int, int]]     # layer -> (goals finished, goals achieved)
     seconds: float
     layer_stats: dict[str, dict]
 
@@ -105,6 +105,7 @@ class Worker:
             fixed = None if trained else self._fixed_policy(info, lspec, lc, seed)
             self.layers.append(_LayerRuntime(info, lc, self.tc.envs_per_worker, trained, fixed, seed))
         self.by_name = {rt.info.name: rt for rt in self.layers}
+        self._step: Any = None          # an env step whose decisions are made, paused before the env steps
 
     # ---- setup -----------------------------------------------------------------------------
     def _fixed_policy(self, info: LayerInfo, lspec: Any, lc: LayerConfig, seed: int):
@@ -173,12 +174,13 @@ class Worker:
                 continue
             ended = step.terminal | step.truncated
             rewards = rt.norm(step.closed, step.reward, step.discount, ended)
+            raw = step.reward
             discounts = step.discount.copy()
             if step.truncated.any():
                 rewards = rewards.copy()
                 rewards[step.truncated] += discounts[step.truncated] * self._bootstrap(rt, step.final_obs, step.truncated)
                 discounts[step.truncated] = 0.0
-            rt.buffer.close(step.closed, rewards, discounts)
+            rt.buffer.close(step.closed, rewards, discounts, raw)
 
     def _bootstrap(self, rt: _LayerRuntime, final_obs: np.ndarray, which: np.ndarray) -> np.ndarray:
         """V(final obs) of slots cut off by a time limit."""
@@ -204,7 +206,12 @@ class Worker:
                 load_flat_params(rt.policy, flat)
 
     def collect(self) -> CollectResult:
-        """Step the envs until at least one trained layer's rollout is due; prepare those batches."""
+        """Step the envs until at least one trained layer's rollout is due; prepare those batches.
+
+        A rollout ends after the decisions of the next env step (paused before the env steps), as
+        flat PPO ends with the value of the next observation: every transition that closed on the
+        last step bootstraps from its slot's next decision, whose row waits, open, in the buffer.
+        The next call steps the env with those decisions."""
         t0 = time.perf_counter()
         self.pull()
         pull_every = {rt.lc.sync_every for rt in self.layers if rt.trained and rt.lc.sync == "async"} - {0}
@@ -213,14 +220,17 @@ class Worker:
         trained = [rt for rt in self.layers if rt.trained]
         if not trained:
             raise RuntimeError("collect() needs at least one trained layer")
+        if self._step is None:
+            self._decide()
         while True:
-            result = self.hier.step(self._act)
+            result = self._env_step()
             self._record(result)
             steps += 1
             for ep in result.episodes:
                 episodes.append({k: v for k, v in ep.items() if not isinstance(v, (dict, np.ndarray))})
             if every and steps % every == 0:
                 self.pull()
+            self._decide()
             due = [rt for rt in trained if rt.buffer.env_steps >= rt.lc.rollout_steps(rt.info.interval)]
             if due:
                 break
@@ -231,7 +241,23 @@ class Worker:
             rt.perms = None
             stats[rt.info.name] = self._batch_stats(rt)
         return CollectResult(self.id, steps * self.hier.n_envs, [rt.info.name for rt in due], episodes,
-                             self.hier.pop_goal_stats(), time.perf_counter() - t0, stats)
+                             self.hier.pop_goal_counts(), time.perf_counter() - t0, stats)
+
+    def _decide(self) -> None:
+        """Make every decision of the next env step (their rows enter the buffers) and pause there."""
+        self._step = self.hier.step_iter(pause=True)
+        decision = next(self._step)
+        while decision is not None:
+            decision = self._step.send(self._act(decision))
+
+    def _env_step(self) -> StepResult:
+        """Step the envs with the decisions `_decide` made."""
+        step, self._step = self._step, None
+        try:
+            step.send(None)
+        except StopIteration as stop:
+            return stop.value
+        raise RuntimeError("HierarchyEnv.step_iter asked for a decision after its pause")
 
     def _batch_stats(self, rt: _LayerRuntime) -> dict:
         b = rt.batch
@@ -259,7 +285,7 @@ class Worker:
         terms = minibatch_loss(rt.policy, b.take(idx), rt.lc, rt.ent_coef)
         terms.loss.backward()
         stats = terms.scalars()
-        stats["return_mean"] = float(b.returns.mean())
+        stats["raw_reward_mean"] = b.stats["raw_reward_mean"]
         return GradResult(layer, self.id, rt.version, len(idx), flat_grad(rt.policy), stats)
 
     def experience(self, layer: str) -> tuple[int, Batch]:

@@ -16,8 +16,9 @@ GAMMA, LAM = 0.99, 0.95
 # ---------------------------------------------------------------- references
 
 
-def ref_slot_gae(r, v, d, valid, closed, lam):
-    """Per-slot reference: walk the slot's own decision list backwards."""
+def ref_slot_gae(r, v, d, valid, closed, lam, last_value=None):
+    """Per-slot reference: walk the slot's own decision list backwards; the last closed decision
+    bootstraps from `last_value`, the value of the slot's next decision after the rollout."""
     T = len(r)
     adv = [0.0] * T
     idx = [t for t in range(T) if valid[t]]
@@ -30,20 +31,23 @@ def ref_slot_gae(r, v, d, valid, closed, lam):
             next_v = v[nt]
             next_a = adv[nt] if closed[nt] else 0.0
         else:
-            next_v, next_a = 0.0, 0.0
+            if last_value is None:
+                assert d[t] == 0, "a continuing transition needs last_value"
+            next_v, next_a = (0.0 if last_value is None else last_value), 0.0
         delta = r[t] + d[t] * next_v - v[t]
         adv[t] = delta + d[t] * lam * next_a
     ret = [adv[t] + v[t] if (valid[t] and closed[t]) else 0.0 for t in range(T)]
     return np.array(adv), np.array(ret)
 
 
-def ref_gae_batched(r, v, d, valid, closed, lam):
+def ref_gae_batched(r, v, d, valid, closed, lam, last_values=None):
     """Apply the per-slot reference to every batch element independently."""
     adv = np.zeros(r.shape)
     ret = np.zeros(r.shape)
     for b in np.ndindex(*r.shape[1:]):
         sl = (slice(None),) + b
-        a, rt = ref_slot_gae(r[sl], v[sl], d[sl], valid[sl], closed[sl], lam)
+        last = None if last_values is None else float(last_values[b])
+        a, rt = ref_slot_gae(r[sl], v[sl], d[sl], valid[sl], closed[sl], lam, last)
         adv[sl], ret[sl] = a, rt
     return adv, ret
 
@@ -156,11 +160,11 @@ def test_terminal_cuts_across_episodes():
     d = np.full(T, GAMMA)
     d[4] = 0.0
     valid, closed = np.ones(T, bool), np.ones(T, bool)
-    adv1, _ = smdp_gae(r, v, d, valid, closed, LAM)
+    adv1, _ = smdp_gae(r, v, d, valid, closed, LAM, last_values=np.array(0.3))
     r2, v2 = r.copy(), v.copy()
     r2[5:] += 100.0
     v2[5:] -= 50.0
-    adv2, _ = smdp_gae(r2, v2, d, valid, closed, LAM)
+    adv2, _ = smdp_gae(r2, v2, d, valid, closed, LAM, last_values=np.array(-7.0))
     np.testing.assert_array_equal(adv1[:5], adv2[:5])
     assert adv1[4] == pytest.approx(r[4] - v[4], rel=1e-6)
 
@@ -193,10 +197,25 @@ def test_open_last_transition_is_bootstrap_only():
     assert adv[1] == 0.0 and ret[1] == 0.0
 
 
-def test_last_closed_without_next_uses_value_zero():
-    adv, _ = smdp_gae(np.array([1.0]), np.array([0.5]), np.array([0.9]), np.array([True]),
-                      np.array([True]), 0.95)
-    assert adv[0] == pytest.approx(0.5)
+def test_last_closed_without_next_bootstraps_from_last_values():
+    """A rollout that ends right after a transition closed: bootstrap from the slot's next value,
+    as flat PPO does with the value of the next observation."""
+    adv, ret = smdp_gae(np.array([1.0]), np.array([0.5]), np.array([0.9]), np.array([True]),
+                        np.array([True]), 0.95, last_values=np.array(2.0))
+    assert adv[0] == pytest.approx(1.0 + 0.9 * 2.0 - 0.5)
+    assert ret[0] == pytest.approx(1.0 + 0.9 * 2.0)
+
+
+def test_last_closed_continuing_without_last_values_raises():
+    """Bootstrapping a continuing transition from 0 biased every return; it is an error now."""
+    with pytest.raises(ValueError, match="last_values"):
+        smdp_gae(np.array([1.0]), np.array([0.5]), np.array([0.9]), np.array([True]), np.array([True]), 0.95)
+
+
+def test_last_closed_terminal_needs_no_last_values():
+    adv, ret = smdp_gae(np.array([1.0]), np.array([0.5]), np.array([0.0]), np.array([True]),
+                        np.array([True]), 0.95)
+    assert adv[0] == pytest.approx(0.5) and ret[0] == pytest.approx(1.0)
 
 
 def test_garbage_in_unused_entries_is_ignored():
@@ -230,10 +249,11 @@ def test_random_sparse_masks_vs_reference(shape, seed):
         if len(ts) and rng.random() < 0.6:
             flat_closed[ts[-1], b] = False
     lam = float(rng.uniform(0.0, 1.0))
+    last = rng.normal(size=shape[1:])
     adv, ret = smdp_gae(r.astype(np.float32), v.astype(np.float32), d.astype(np.float32),
-                        valid, closed, lam)
+                        valid, closed, lam, last_values=last)
     exp_a, exp_r = ref_gae_batched(r.astype(np.float32), v.astype(np.float32),
-                                   d.astype(np.float32), valid, closed, lam)
+                                   d.astype(np.float32), valid, closed, lam, last)
     assert adv.shape == shape and ret.shape == shape
     np.testing.assert_allclose(adv, exp_a, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ret, exp_r, rtol=1e-5, atol=1e-5)
