@@ -138,23 +138,59 @@ def test_box_logp_matches_torch_normal():
 # ---------------------------------------------------------------- ActorCritic
 
 
-SPACES = [spaces.Discrete(4), spaces.MultiDiscrete([2, 3]), spaces.Box(-1, 1, (2,))]
+SPACES = [spaces.Discrete(4), spaces.MultiDiscrete([2, 3]), spaces.Box(-1, 1, (2, 2))]
+
+
+def _mask_for(space, b: int) -> torch.Tensor | None:
+    """A random action mask that leaves at least one action per (sub-)action allowed; None for Box."""
+    if isinstance(space, spaces.Discrete):
+        sizes = [int(space.n)]
+    elif isinstance(space, spaces.MultiDiscrete):
+        sizes = [int(n) for n in space.nvec]
+    else:
+        return None
+    parts = []
+    for n in sizes:
+        m = torch.rand(b, n) < 0.5
+        m[torch.arange(b), torch.randint(0, n, (b,))] = True
+        parts.append(m)
+    return torch.cat(parts, dim=1)
 
 
 @pytest.mark.parametrize("space", SPACES)
-def test_evaluate_reproduces_act(space):
-    pol = ActorCritic(7, space)
-    obs = torch.randn(B, 7)
-    action, logp, value = pol.act(obs)
-    assert logp.shape == (B,) and value.shape == (B,)
-    assert not logp.requires_grad
-    new_logp, ent, new_value = pol.evaluate(obs, action)
+@pytest.mark.parametrize("roles,centralized", [(False, False), (True, True)])
+def test_evaluate_reproduces_act(space, roles, centralized):
+    """PPO's ratio starts at 1: evaluate() gives back the log-prob and value that act() recorded
+    for sampled (not greedy) actions, with masks, roles and a centralized critic."""
+    b = 64
+    pol = ActorCritic(7, space, n_roles=3 if roles else 0, critic_obs_dim=11 if centralized else None)
+    with torch.no_grad():
+        for p in pol.head.parameters():
+            if p.dim() == 2:
+                p.mul_(200.0)          # sharp distributions, so masks and roles change the numbers
+    obs = torch.randn(b, 7)
+    mask = _mask_for(space, b)
+    kw = {}
+    if roles:
+        kw["roles"] = torch.arange(b) % 3
+    cobs = {"critic_obs": torch.randn(b, 11)} if centralized else {}
+    action, logp, value = pol.act(obs, mask=mask, **kw, **cobs)
+    assert logp.shape == (b,) and value.shape == (b,) and not logp.requires_grad
+    greedy, _, _ = pol.act(obs, mask=mask, **kw, **cobs, deterministic=True)
+    assert not torch.equal(action, greedy), "act() did not sample"
+    if mask is not None and isinstance(space, spaces.Discrete):
+        assert bool(mask[torch.arange(b), action].all())
+    new_logp, ent, new_value = pol.evaluate(obs, action, mask=mask, **kw, **cobs)
     torch.testing.assert_close(new_logp, logp)
     torch.testing.assert_close(new_value, value)
-    assert ent.shape == (B,) and new_logp.requires_grad
-    torch.testing.assert_close(pol.value(obs), value)
-    det, _, _ = pol.act(obs, deterministic=True)
-    torch.testing.assert_close(det, pol.act(obs, deterministic=True)[0])
+    assert ent.shape == (b,) and new_logp.requires_grad and new_value.requires_grad
+    torch.testing.assert_close(pol.value(obs, **kw, **cobs), value)
+    if isinstance(space, spaces.Box):
+        # the env-shaped (unflattened) action gives the same log-prob
+        torch.testing.assert_close(pol.evaluate(obs, action.reshape((b,) + space.shape), **kw, **cobs)[0], logp)
+    # and evaluate() really scores the given actions: other actions get other log-probs
+    other = greedy if isinstance(space, spaces.Box) else torch.roll(action, 1, dims=0)
+    assert not torch.allclose(pol.evaluate(obs, other, mask=mask, **kw, **cobs)[0], logp)
 
 
 def test_act_accepts_numpy_and_mask():
@@ -225,12 +261,34 @@ def test_gradients_reach_actor_and_critic():
     assert loss.item() < 0.5 * first
 
 
-def test_box_policy_log_std_learns():
+def _ppo_steps_on_spread(sign: float, steps: int = 30) -> torch.Tensor:
+    """log_std after PPO updates where the advantage is sign * (how far the action fell from the mean)."""
+    from hdppo.ppo import ppo_loss
+    torch.manual_seed(3)
     pol = ActorCritic(2, spaces.Box(-1, 1, (2,)), hidden=(8,))
-    obs = torch.randn(16, 2)
-    logp, ent, _ = pol.evaluate(obs, torch.zeros(16, 2))
-    (-(logp.mean() + ent.mean())).backward()
-    assert pol.head.log_std.grad is not None
+    opt = torch.optim.Adam(pol.parameters(), lr=0.02)
+    obs = torch.randn(256, 2)
+    for _ in range(steps):
+        action, old_logp, old_v = pol.act(obs)
+        mean = pol.distribution(obs).mode().detach()
+        adv = sign * (action - mean).abs().sum(-1)
+        for _ in range(2):
+            logp, ent, v = pol.evaluate(obs, action)
+            terms = ppo_loss(logp, old_logp, adv, v, old_v, old_v, ent, ent_coef=0.0, vf_coef=0.0)
+            opt.zero_grad()
+            terms.loss.backward()
+            opt.step()
+    return pol.head.log_std.detach().clone()
+
+
+def test_box_policy_log_std_learns():
+    """The Gaussian's log_std follows the advantage: wider exploration when far-off actions pay, narrower
+    when they cost (entropy bonus off, so only the policy gradient moves it)."""
+    start = ActorCritic(2, spaces.Box(-1, 1, (2,)), hidden=(8,)).head.log_std.detach()
+    wider = _ppo_steps_on_spread(+1.0)
+    narrower = _ppo_steps_on_spread(-1.0)
+    assert bool((wider > start + 0.1).all()), (start, wider)
+    assert bool((narrower < start - 0.1).all()), (start, narrower)
 
 
 # ---------------------------------------------------------------- factory
