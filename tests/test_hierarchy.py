@@ -171,13 +171,37 @@ def test_broadcast_gives_all_children_the_parent_goal():
 
 
 def test_goals_change_only_at_the_parents_interval():
-    scenario, cfg = make_scenario(choice="per_child", mid_interval=2)
+    """What units and squads observe as their goal changes only when their parent decides, even though
+    the parents pick a new goal at every one of their decisions."""
+    scenario, cfg = make_scenario(choice="per_child", mid_interval=2, high_interval=4, max_steps=8)
     hier = HierarchyEnv(scenario, cfg, n_envs=1, seed=0)
-    seen = []
-    for t in range(4):
-        hier.step(_goal_policy(hier, {1: [t % 3] * 4}))
-        seen.append(hier.goals[2][0, 0])
-    assert seen == [0, 0, 2, 2]
+    n_goals = {0: 2, 1: 3}                               # high picks squad goals in 0..1, mid unit goals in 0..2
+    calls = {0: 0, 1: 0}
+    seen = {1: [], 2: []}                                # layer -> [(t, goal observed per slot)]
+    offset = {1: hier.info[1].feature_space.shape[0], 2: hier.info[2].feature_space.shape[0]}
+
+    def act(d):
+        info = hier.info[d.layer]
+        t = int(d.t[0])
+        if d.layer > 0:
+            g = d.obs[0, :, offset[d.layer]:offset[d.layer] + n_goals[d.layer - 1]]
+            assert set(np.unique(g)) <= {0.0, 1.0} and (g.sum(axis=1) == 1).all(), g   # one-hot
+            seen[d.layer].append((t, g.argmax(axis=1).tolist()))
+        if d.layer == 2:
+            return np.zeros((1, info.n_slots), dtype=np.int64)
+        calls[d.layer] += 1                              # a new goal for every slot at every decision
+        return ((calls[d.layer] + np.arange(info.n_slots)) % n_goals[d.layer])[None].astype(np.int64)
+
+    for _ in range(8):
+        hier.step(act)
+    # units decide every step; mid's k-th decision (t = 2k) gave unit u the goal (k + 1 + u) % 3
+    assert [t for t, _ in seen[2]] == list(range(8))
+    assert seen[2] == [(t, [(t // 2 + 1 + u) % 3 for u in range(4)]) for t in range(8)]
+    changed = [t for t in range(1, 8) if seen[2][t][1] != seen[2][t - 1][1]]
+    assert changed == [2, 4, 6]
+    # squads decide at t = 0, 2, 4, 6; each (squad, child) slot sees its squad's goal from high's k-th
+    # decision (t = 4k): (k + 1 + squad) % 2
+    assert seen[1] == [(t, [(t // 4 + 1 + s // 2) % 2 for s in range(4)]) for t in (0, 2, 4, 6)]
 
 
 def _reference_features(feat, alive, children):
