@@ -113,6 +113,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     console.print(f"[bold]hdppo train[/] {trainer.scenario.name}: layers {spec.layers} on "
                   f"{spec.train.n_workers()} {spec.train.backend} worker(s) x {spec.train.envs_per_worker} envs, "
                   f"{spec.train.steps:,} env steps, schedule {spec.train.schedule} -> {trainer.out}")
+    from .budget import format_budget
+    for line in format_budget(trainer.budget):
+        console.print(line, highlight=False)
     try:
         summary = trainer.run()
     except KeyboardInterrupt:
@@ -122,7 +125,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     for stage, info in summary.items():
         sps = info["env_steps"] / max(info["seconds"], 1e-9)
         console.print(f"stage {stage}: {info['env_steps']:,} env steps in {info['seconds']:.1f} s "
-                      f"({sps:,.0f} steps/s), updates {info['updates']}")
+                      f"({sps:,.0f} steps/s), PPO updates {info['rounds']} (optimizer steps "
+                      f"{info['updates']})", highlight=False)
     console.print(f"run folder: {trainer.out}   evaluate with `hdppo eval {trainer.out}`")
     return 0
 
@@ -241,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one `hdppo: warning: ...` line on stderr (--debug keeps Python's own format)."""
+    print(f"hdppo: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -257,6 +266,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         args.overrides = list(args.overrides) + extra
     args.argv = list(argv if argv is not None else sys.argv[1:])[1:]
+    if not args.debug:
+        import warnings
+        warnings.showwarning = _show_warning
     try:
         return int(args.func(args) or 0)
     except (HdppoError, CheckpointError) as exc:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .backends import Backend
+from .budget import schedule_progress
 from .checkpoint import save_checkpoint
 from .diagnostics import action_divergence, state_divergence
 from .errors import HdppoError
@@ -50,7 +51,7 @@ class StageLoop:
         at the configured lr and entropy instead of whatever the whole run's progress says."""
         span = self.tc.layers[name].rollout_steps(self.t.infos[self.t.names.index(name)].interval)
         span *= self.tc.envs_per_worker * self.backend.n_workers
-        return max(self.t.state["stage_steps"] - span, 0) / max(self.stage.steps, 1)
+        return schedule_progress(self.t.state["stage_steps"], span, self.stage.steps)
 
     def publish(self, name: str) -> None:
         s = self.servers[name]
@@ -74,7 +75,8 @@ class StageLoop:
             self.t._save_state()
         return {"env_steps": self.t.state["stage_steps"],
                 "seconds": time.perf_counter() - self.t0,
-                "updates": {n: s.stats.updates for n, s in self.servers.items()}}
+                "updates": {n: s.stats.updates for n, s in self.servers.items()},
+                "rounds": {n: self.rounds.get(n, 0) for n in self.order}}
 
     # ---- sync ----------------------------------------------------------------------------------
     def _run_sync(self) -> None:

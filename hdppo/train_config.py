@@ -20,6 +20,9 @@ def default_workers() -> int:
     return max(1, round(0.75 * (os.cpu_count() or 1)))
 
 
+ROLLOUT_CAP = 256       # default rollout: at most this many env steps per copy
+
+
 @dataclass
 class LayerConfig:
     """DPPO knobs of one layer: its parameter server, its pool and its policy."""
@@ -39,7 +42,7 @@ class LayerConfig:
     norm_adv: bool = True
     reward_norm: bool = True              # per-worker running normalisation of rewards
     # pool and server
-    rollout: int = 0                      # env steps per env copy between updates; 0 = 64 x interval
+    rollout: int = 0                      # env steps per env copy between updates; 0 = see rollout_steps
     pool: int = 0                         # workers whose data this layer learns from; 0 = all
     mode: Literal["gradients", "experience"] = "gradients"
     sync: Literal["sync", "async"] = "sync"
@@ -54,7 +57,12 @@ class LayerConfig:
     centralized: bool = False             # critic reads the layer's joint state (mean/max over slots)
 
     def rollout_steps(self, interval: int) -> int:
-        return self.rollout if self.rollout > 0 else 64 * interval
+        """Env steps per copy between two updates: `rollout`, or by default 64 decisions capped at
+        256 env steps (a whole number of intervals, at least one), so a slow layer (a commander
+        deciding every 16 steps) still updates every 256 steps instead of every 1,024."""
+        if self.rollout > 0:
+            return self.rollout
+        return max(interval, min(64 * interval, ROLLOUT_CAP) // interval * interval)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 
 
 from .backends import make_backend
+from .budget import StageBudget, plan_budget, starved
 from .checkpoint import check_compatible, load_checkpoint
 from .errors import ConfigError
 from .hierarchy import HierarchyEnv, LayerInfo
@@ -94,6 +95,7 @@ class Trainer:
             self._extend_budget()
         else:
             self._init_run_dir()
+        self.budget: list[StageBudget] = self._plan_budget()     # after every refusal: warnings only for real runs
 
     # ---- setup -------------------------------------------------------------------------------
     def _check_sync_modes(self) -> None:
@@ -123,6 +125,16 @@ class Trainer:
                   "layer_names": self.names, "stages": [s.__dict__ for s in self.stages]}
         _write_json(self.out / "config.json", config)
         self._save_state()
+
+    def _plan_budget(self) -> list[StageBudget]:
+        """What the budget buys each layer; warns (at train start) about layers with too few updates."""
+        intervals = {i.name: i.interval for i in self.infos}
+        slots = {i.name: i.n_slots for i in self.infos}
+        n, envs = self.tc.n_workers(), self.tc.envs_per_worker
+        budget = plan_budget(self.stages, self.tc.layers, intervals, slots, n, envs)
+        for line in starved(budget, envs, n, intervals):
+            warnings.warn(line, stacklevel=3)
+        return budget
 
     def _load_state(self) -> None:
         path = self.out / "state.json"
