@@ -25,7 +25,8 @@ def policy_spec(info: LayerInfo, lc: LayerConfig) -> PolicySpec:
     """The policy architecture of a layer from its config."""
     n_roles = int(info.slot_roles.max()) + 1 if lc.roles else 0
     return PolicySpec(kind=lc.policy, hidden=tuple(lc.hidden), activation=lc.activation, n_roles=n_roles,
-                      centralized=lc.centralized, critic_obs_dim=3 * info.obs_dim if lc.centralized else None)
+                      centralized=lc.centralized, critic_obs_dim=3 * info.obs_dim if lc.centralized else None,
+                      value_norm=lc.value_norm)
 
 
 def build_policy(info: LayerInfo, lc: LayerConfig, seed: int) -> nn.Module:
@@ -42,7 +43,7 @@ def policy_meta(info: LayerInfo, lc: LayerConfig) -> dict:
     return {"layer": info.name, "obs_dim": info.obs_dim, "action_space": repr(info.action_space),
             "policy": {"kind": spec.kind, "hidden": list(spec.hidden), "activation": spec.activation,
                        "n_roles": spec.n_roles, "centralized": spec.centralized,
-                       "critic_obs_dim": spec.critic_obs_dim}}
+                       "critic_obs_dim": spec.critic_obs_dim, "value_norm": spec.value_norm}}
 
 
 def critic_obs(obs: np.ndarray, alive: np.ndarray) -> np.ndarray:
@@ -89,11 +90,13 @@ class Batch:
 
 
 def minibatch_loss(policy: nn.Module, mb: Batch, lc: LayerConfig, ent_coef: float) -> PPOLossTerms:
-    """The PPO loss of a minibatch under the current parameters (with gradients)."""
+    """The PPO loss of a minibatch under the current parameters (with gradients). With value_norm the
+    value loss compares values and returns in the critic's standardised units."""
     logp, entropy, values = policy.evaluate(mb.obs, mb.actions, mask=mb.action_mask, roles=mb.roles,
                                             critic_obs=mb.critic_obs)
     t = lambda x: torch.as_tensor(x, dtype=torch.float32)  # noqa: E731
-    return ppo_loss(logp, t(mb.logp), t(mb.advantages), values, t(mb.values), t(mb.returns), entropy,
+    norm = getattr(policy, "normalize_value", lambda v: v)
+    return ppo_loss(logp, t(mb.logp), t(mb.advantages), norm(values), norm(t(mb.values)), norm(t(mb.returns)), entropy,
                     clip_eps=lc.clip_eps, vf_coef=lc.vf_coef, ent_coef=ent_coef, clip_vloss=lc.clip_vloss,
                     normalize_advantages=lc.norm_adv)
 
@@ -119,11 +122,13 @@ def flat_grad(module: nn.Module) -> np.ndarray:
 
 
 def set_flat_grad(module: nn.Module, flat: np.ndarray) -> None:
+    """The inverse of flat_grad; parameters that are not trained (value_norm statistics) get none."""
     g = torch.as_tensor(flat, dtype=torch.float32)
     i = 0
     for p in module.parameters():
         n = p.numel()
-        p.grad = g[i:i + n].view_as(p).clone().to(p.device)
+        if p.requires_grad:
+            p.grad = g[i:i + n].view_as(p).clone().to(p.device)
         i += n
 
 

@@ -95,6 +95,7 @@ class StageLoop:
     def update_sync(self, name: str, results: list[CollectResult]) -> None:
         server, lc, pool = self.servers[name], self.tc.layers[name], self.pools[name]
         server.set_progress(self.layer_progress(name))
+        self.observe_returns(name, [r for r in results if r.worker in pool])
         rows = []
         if lc.mode == "gradients":
             for epoch in range(lc.epochs):
@@ -140,6 +141,7 @@ class StageLoop:
                 for name in self.order:
                     if name in result.due and w in self.pools[name]:
                         latest[name][w] = result
+                        self.observe_returns(name, [result])
                         lc = self.tc.layers[name]
                         if lc.mode == "gradients":
                             queue[w] += [("gradient", name, e, m) for e in range(lc.epochs)
@@ -171,6 +173,17 @@ class StageLoop:
             next_call(w)
 
     # ---- bookkeeping ---------------------------------------------------------------------------
+    def observe_returns(self, name: str, results: list[CollectResult]) -> None:
+        """value_norm: fold the new batches' value targets into the layer's statistics before it learns
+        from them, and publish them (workers read them with the parameters)."""
+        if not self.tc.layers[name].value_norm:
+            return
+        moments = [r.layer_stats[name]["return_moments"] for r in results
+                   if "return_moments" in r.layer_stats.get(name, {})]
+        if moments:
+            self.servers[name].observe_returns(moments)
+            self.publish(name)
+
     def after_collect(self, results: list[CollectResult]) -> None:
         steps = sum(r.env_steps for r in results)
         self.t.state["env_steps"] += steps

@@ -16,7 +16,12 @@ class RunningMeanStd:
         b_count = x.size
         b_mean = float(np.add.reduce(x, axis=None)) / b_count
         d = x - b_mean
-        b_var = float(np.add.reduce(d * d, axis=None)) / b_count
+        self.merge(b_count, b_mean, float(np.add.reduce(d * d, axis=None)) / b_count)
+
+    def merge(self, b_count: float, b_mean: float, b_var: float) -> None:
+        """Fold in a batch known by its count, mean and (population) variance."""
+        if b_count <= 0:
+            return
         delta = b_mean - self.mean
         total = self.count + b_count
         self.mean += delta * b_count / total

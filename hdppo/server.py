@@ -16,6 +16,7 @@ from .checkpoint import load_module_state, load_optimizer_state, module_state, o
 from .hierarchy import LayerInfo
 from .learner import (Batch, build_policy, flat_params, minibatch_loss, minibatches, policy_meta,
                       set_flat_grad)
+from .normalize import RunningMeanStd
 from .ppo import linear_schedule
 from .train_config import LayerConfig
 from .worker import GradResult
@@ -63,7 +64,9 @@ class ParameterServer:
         self.name = info.name
         self.device = torch.device(device)
         self.policy = build_policy(info, lc, seed).to(self.device)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lc.lr, eps=1e-5, fused=True)
+        trainable = [p for p in self.policy.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.Adam(trainable, lr=lc.lr, eps=1e-5, fused=True)
+        self.returns = RunningMeanStd()             # value_norm: the statistics of the value targets
         self.version = 0
         self.progress = 0.0
         self.stats = ServerStats()
@@ -88,6 +91,19 @@ class ParameterServer:
 
     def params(self) -> np.ndarray:
         return flat_params(self.policy)
+
+    # ---- value normalisation -----------------------------------------------------------------
+    def observe_returns(self, moments: list[tuple[int, float, float]]) -> None:
+        """Merge the value targets of the batches about to be learnt from, as (count, mean, var) per
+        worker, into the running statistics the critic is standardised by (value_norm; publish after)."""
+        if not self.lc.value_norm:
+            return
+        for count, mean, var in moments:
+            self.returns.merge(count, mean, var)
+        with torch.no_grad():
+            self.policy.value_mean.fill_(self.returns.mean)
+            self.policy.value_std.fill_(max(float(np.sqrt(self.returns.var)), 1e-4))
+        self.version += 1              # new statistics are new parameters: workers pull them by version
 
     # ---- gradients mode ----------------------------------------------------------------------
     def apply(self, grads: list[GradResult]) -> dict[str, float]:
@@ -177,7 +193,8 @@ class ParameterServer:
         tensors.update(opt_tensors)
         meta = policy_meta(self.info, self.lc)
         meta.update({"version": self.version, "updates": self.stats.updates, "dropped": self.stats.dropped,
-                     "progress": self.progress, "env_steps": self.env_steps, "optimizer": opt_meta})
+                     "progress": self.progress, "env_steps": self.env_steps, "optimizer": opt_meta,
+                     "value_stats": [self.returns.count, self.returns.mean, self.returns.var]})
         return tensors, meta
 
     def load_state(self, tensors: dict[str, torch.Tensor], meta: dict) -> None:
@@ -187,6 +204,8 @@ class ParameterServer:
         self.stats.updates = int(meta.get("updates", 0))
         self.stats.dropped = int(meta.get("dropped", 0))
         self.env_steps = int(meta.get("env_steps", 0))
+        if "value_stats" in meta:
+            self.returns.count, self.returns.mean, self.returns.var = (float(x) for x in meta["value_stats"])
         self.set_progress(float(meta.get("progress", 0.0)))
 
 

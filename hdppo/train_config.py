@@ -41,6 +41,7 @@ class LayerConfig:
     minibatches: int = 4
     norm_adv: bool = True
     reward_norm: bool = True              # per-worker running normalisation of rewards
+    value_norm: bool = True               # the critic learns standardised returns (running mean/std)
     # pool and server
     rollout: int = 0                      # env steps per env copy between updates; 0 = see rollout_steps
     pool: int = 0                         # workers whose data this layer learns from; 0 = all

@@ -122,7 +122,7 @@ class Worker:
                          f"checkpoint {path} for layer {info.name!r}")
         p = meta["policy"]
         lc = LayerConfig(policy=p["kind"], hidden=tuple(p["hidden"]), activation=p["activation"],
-                         roles=p["n_roles"] > 0, centralized=p["centralized"])
+                         roles=p["n_roles"] > 0, centralized=p["centralized"], value_norm=p.get("value_norm", False))
         policy = build_policy(info, lc, 0)
         load_module_state(policy, tensors)
         policy.eval()
@@ -264,6 +264,7 @@ class Worker:
         s = dict(b.stats)
         if len(b):
             s["return_mean"] = float(b.returns.mean())
+            s["return_moments"] = (len(b), float(b.returns.mean()), float(b.returns.var()))
             s["obs_mean"] = b.obs.mean(axis=0)
             s["obs_std"] = b.obs.std(axis=0)
             s["action_hist"] = action_histogram(b.actions, rt.info.action_space)

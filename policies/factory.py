@@ -29,6 +29,7 @@ class PolicySpec:
     centralized: bool = False
     critic_obs_dim: int | None = None
     log_std_init: float = 0.0
+    value_norm: bool = False
 
 
 PolicyBuilder = Callable[[int, spaces.Space, PolicySpec, "int | None"], nn.Module]
@@ -46,6 +47,7 @@ def _build_mlp(
         critic_obs_dim=critic_obs_dim,
         role_dim=spec.role_dim,
         log_std_init=spec.log_std_init,
+        value_norm=spec.value_norm,
     )
 
 

@@ -51,6 +51,9 @@ class ActorCritic(nn.Module):
     one for the critic) concatenated to each network's input; roles are int64 ``[B]``.
     ``critic_obs_dim`` makes the critic centralized: it reads ``critic_obs`` ``[B, critic_obs_dim]``
     (e.g. the layer's joint state) instead of the actor observation.
+    ``value_norm`` makes the critic's head predict returns standardised by a running mean and std
+    that the trainer keeps in the non-trainable parameters ``value_mean`` / ``value_std`` (so they
+    travel and are saved with the weights); ``value()`` always answers in return units.
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class ActorCritic(nn.Module):
         critic_obs_dim: int | None = None,
         role_dim: int = 8,
         log_std_init: float = 0.0,
+        value_norm: bool = False,
     ) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
@@ -86,6 +90,10 @@ class ActorCritic(nn.Module):
         self.value_out = nn.Linear(critic_out, 1)
         nn.init.orthogonal_(self.value_out.weight, 1.0)
         nn.init.zeros_(self.value_out.bias)
+        self.value_norm = bool(value_norm)
+        if self.value_norm:
+            self.value_mean = nn.Parameter(torch.zeros(()), requires_grad=False)
+            self.value_std = nn.Parameter(torch.ones(()), requires_grad=False)
 
     # ------------------------------------------------------------------ inputs
 
@@ -120,9 +128,14 @@ class ActorCritic(nn.Module):
         return self.head.dist(_forward(self.actor_body, x), mask)
 
     def value(self, obs: Array, roles: Array | None = None, critic_obs: Array | None = None) -> torch.Tensor:
-        """State values ``[B]`` (keeps the graph; wrap in ``torch.no_grad()`` for rollouts)."""
+        """State values ``[B]`` in return units (keeps the graph; wrap in ``torch.no_grad()`` for rollouts)."""
         x = self._with_role(self._critic_input(obs, critic_obs), roles, "critic_roles")
-        return self.value_out.forward(_forward(self.critic_body, x)).squeeze(-1)
+        v = self.value_out.forward(_forward(self.critic_body, x)).squeeze(-1)
+        return v * self.value_std + self.value_mean if self.value_norm else v
+
+    def normalize_value(self, v: torch.Tensor) -> torch.Tensor:
+        """Return-unit values in the critic head's standardised units (identity without value_norm)."""
+        return (v - self.value_mean) / self.value_std if self.value_norm else v
 
     @torch.no_grad()
     def act(
