@@ -1,0 +1,5 @@
+"""Use a trained team outside training: `hdppo.load(RUN)` -> Team; `act(observations)` per env step."""
+from .host_env import HostEnv
+from .team import LayerDescription, Team, load
+
+__all__ = ["HostEnv", "LayerDescription", "Team", "load"]
