@@ -167,3 +167,29 @@ def test_untrained_layer_refused_unless_allowed(tmp_path):
 def test_overrides_change_the_scenario(runs):
     team = hdppo.load(runs["skirmish"], overrides={"difficulty": 0.9})
     assert team.cfg.difficulty == 0.9 and team.cfg.max_steps == 60
+
+
+@pytest.mark.parametrize("script,scenario", [("play_skirmish.py", "skirmish"), ("remote_sim.py", "spread")])
+def test_deploy_examples_run(runs, script, scenario):
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "deploy" / script), str(runs[scenario]),
+                          "--episodes", "2"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("episode 1:") >= 1 and "Traceback" not in out.stderr
+
+
+def test_trained_run_plays_from_python_c(tmp_path):
+    """A real (tiny) `hdppo train` run, then a full episode from `python -c` in a plain loop."""
+    run = tmp_path / "grid"
+    subprocess.run([sys.executable, "-m", "hdppo.cli", "train", "grid", "--steps", "1500", "--workers", "1",
+                    "--backend", "inline", "--no-progress", "--out", str(run)], check=True, cwd=ROOT,
+                   capture_output=True, timeout=300)
+    code = ("import hdppo, sys; from scenarios.grid import GridParallelEnv\n"
+            "t = hdppo.load(sys.argv[1], deterministic=True); env = GridParallelEnv(t.cfg)\n"
+            "obs, _ = env.reset(seed=0); t.reset(); n = 0\n"
+            "while env.agents:\n"
+            "    obs, *_ = env.step(t.act(obs, agents=env.agents)); n += 1\n"
+            "print(n, [l.acting for l in t.layers])")
+    out = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    steps, acting = out.stdout.split(" ", 1)
+    assert 1 <= int(steps) <= 50 and acting.strip() == "['checkpoint', 'checkpoint', 'checkpoint']"
