@@ -1,4 +1,4 @@
-"""The `hdppo` command line: scenarios | check | train | eval | plot | bench."""
+"""The `hdppo` command line: scenarios | check | train | eval | plot | export | render | bench."""
 from __future__ import annotations
 
 import argparse
@@ -48,8 +48,9 @@ def _parse_loads(items: list[str]) -> dict[str, str]:
     for item in items or []:
         if "=" not in item:
             raise ConfigError(f"--load {item!r} is not LAYER=PATH", "write --load low=runs/x/checkpoints/low")
+        from .runfolder import checkpoint_arg
         layer, path = item.split("=", 1)
-        out[layer.strip()] = path.strip()
+        out[layer.strip()] = checkpoint_arg(path.strip(), layer.strip())   # a run folder or a checkpoint
     return out
 
 
@@ -95,7 +96,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from .trainer import RunSpec, Trainer
     console = Console()
     if args.resume:
-        from .evaluate import load_run_config
+        from .runfolder import load_run_config
         from .train_config import train_config_from_dict
         config = load_run_config(args.resume)
         tc = train_config_from_dict(config["train"])
@@ -104,12 +105,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
             from .train_config import check_train_config
             tc.steps = coerce(args.steps, int, "steps")
             check_train_config(tc)
-        spec = RunSpec(config["scenario"], config["scenario_overrides"], tc, config["layers"], config["frozen"],
-                       Path(args.resume))
+        from .runfolder import resolve_scenario
+        spec = RunSpec(resolve_scenario(args.resume, config), config["scenario_overrides"], tc, config["layers"],
+                       config["frozen"], Path(args.resume))
         trainer = Trainer(spec, resume=True)
     else:
+        from .runfolder import record_resolved, record_scenario
         spec = _train_spec(args)
         trainer = Trainer(spec)
+        record_scenario(trainer.out, spec.scenario)     # eval / load / render work from any directory
+        record_resolved(trainer.out, workers=spec.train.n_workers())
     console.print(f"[bold]hdppo train[/] {trainer.scenario.name}: layers {spec.layers} on "
                   f"{spec.train.n_workers()} {spec.train.backend} worker(s) x {spec.train.envs_per_worker} envs, "
                   f"{spec.train.steps:,} env steps, schedule {spec.train.schedule} -> {trainer.out}")
@@ -128,10 +133,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    import json
     from rich.console import Console
     from rich.table import Table
-    from .evaluate import evaluate, format_ci
-    res = evaluate(args.run, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic)
+    from .config import parse_assignments
+    from .evaluate import evaluate, format_ci, save_eval
+    res = evaluate(args.run, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
+                   overrides=parse_assignments(args.overrides), allow_untrained=args.allow_untrained)
+    path = save_eval(args.run, res)
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
     table = Table(title=f"hdppo eval {args.run} ({res['episodes']} episodes, mean [95% CI])")
     table.add_column("metric")
     table.add_column("value")
@@ -142,6 +154,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     for key, ci in res["outcomes"].items():
         table.add_row(f"{key} rate" if key in ("win", "success", "draw") else key, format_ci(ci))
     Console().print(table)
+    print(f"wrote {path}")
     return 0
 
 
@@ -219,7 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("run", help="a run folder written by `hdppo train`")
     e.add_argument("--episodes", type=int, default=20)
     e.add_argument("--seed", type=int, default=12345)
+    e.add_argument("overrides", nargs="*", help="scenario config overrides, key=value (e.g. difficulty=0.8)")
     e.add_argument("--deterministic", action="store_true", help="greedy actions instead of sampling")
+    e.add_argument("--json", action="store_true", help="print the result as JSON (it is always written to RUN/eval.json)")
+    e.add_argument("--allow-untrained", action="store_true",
+                   help="evaluate even when a trained layer has no checkpoint (it then plays scripted or uniformly)")
     e.add_argument("--debug", action="store_true", help="show full tracebacks")
     e.set_defaults(func=_cmd_eval)
 

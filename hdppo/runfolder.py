@@ -78,6 +78,16 @@ def resolve_scenario(run: str | Path, config: dict[str, Any]) -> str:
                       f"run from the directory you trained in, or copy the file to {run / SCENARIO_COPY}")
 
 
+def record_resolved(run: str | Path, **values: Any) -> None:
+    """Add what the trainer resolved at start (e.g. workers=0 -> the real count) to config.json's "resolved"."""
+    path = Path(run) / "config.json"
+    config = json.loads(path.read_text())
+    config.setdefault("resolved", {}).update(values)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(config, indent=2, default=str))
+    tmp.replace(path)
+
+
 def checkpoint_arg(path: str | Path, layer: str) -> str:
     """A --load value as a checkpoint folder: a run folder becomes RUN/checkpoints/LAYER."""
     p = Path(path)
