@@ -168,7 +168,8 @@ def _checkpoint_message(exc: CheckpointError) -> str:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .plot import plot_runs
-    out = plot_runs(args.runs, args.out, tuple(args.metric or ("return", "goal_success")), args.layer)
+    out = plot_runs(args.runs, args.out, tuple(args.metric or ("return", "goal_success")), args.layer,
+                    strict=bool(args.metric))
     print(f"wrote {out}")
     return 0
 
@@ -240,11 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--debug", action="store_true", help="show full tracebacks")
     e.set_defaults(func=_cmd_eval)
 
-    pl = sub.add_parser("plot", help="learning curves of one or more runs as a PNG")
+    pl = sub.add_parser("plot", help="learning curves of one or more runs as a PNG; runs differing only in "
+                        "the seed are averaged with a 95% band")
     pl.add_argument("runs", nargs="+", help="run folders written by `hdppo train`")
-    pl.add_argument("--out", default="curves.png", help="PNG file to write")
-    pl.add_argument("--metric", action="append", help="a column of RUN/metrics/LAYER.csv (repeatable; "
-                    "default return and goal_success)")
+    pl.add_argument("--out", help="PNG file to write (default: RUN/curves.png, or the runs' common folder)")
+    pl.add_argument("--metric", action="append", help="a column of RUN/metrics/run.csv or RUN/metrics/LAYER.csv, "
+                    "e.g. win, team_return, entropy (repeatable; default return and goal_success)")
     pl.add_argument("--layer", action="append", help="only these layers (repeatable)")
     pl.add_argument("--debug", action="store_true", help="show full tracebacks")
     pl.set_defaults(func=_cmd_plot)
