@@ -1,4 +1,4 @@
-"""How each layer of a loaded team acts: its checkpoint's actor, its scripted controller, or uniform.
+"""How a checkpointed layer of a loaded team acts: its actor (torch).
 
 Only the actor half of a checkpoint is used: role embeddings are looked up per slot, and a
 centralized critic (or any critic) is never run.
@@ -6,17 +6,14 @@ centralized critic (or any critic) is never run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from ..checkpoint import check_compatible, load_checkpoint, load_module_state
-from ..controllers import scripted_policy, uniform_policy
 from ..interfaces import Decision, LayerInfo
 
-LayerPolicy = Callable[[Decision], np.ndarray]
 
 
 @dataclass
@@ -53,7 +50,7 @@ def to_space(actions: np.ndarray, space: gym.Space) -> np.ndarray:
     return actions
 
 
-def policy_actor(info: LayerInfo, loaded: LoadedPolicy, deterministic: bool) -> LayerPolicy:
+def policy_actor(info: LayerInfo, loaded: LoadedPolicy, deterministic: bool):
     """Actions of every slot of a decision from the checkpoint's actor (mode, or a sample)."""
     def act(d: Decision) -> np.ndarray:
         E, S, D = d.obs.shape
@@ -67,8 +64,3 @@ def policy_actor(info: LayerInfo, loaded: LoadedPolicy, deterministic: bool) -> 
     return act
 
 
-def fixed_actor(info: LayerInfo, scripted: Callable | None, seed: int) -> tuple[LayerPolicy, str]:
-    """A layer without a checkpoint: its scripted controller if the scenario has one, else uniform."""
-    if scripted is not None:
-        return scripted_policy(info, scripted), "scripted"
-    return uniform_policy(info, seed + 7 * (info.index + 1)), "uniform"

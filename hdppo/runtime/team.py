@@ -10,18 +10,19 @@ import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import gymnasium as gym
 import numpy as np
-import torch
 
+from ..controllers import scripted_policy, uniform_policy
 from ..errors import ConfigError, ScenarioError
 from ..hierarchy import HierarchyEnv
 from ..interfaces import Decision, LayerInfo
 from ..scenario import Scenario
-from .actors import LayerPolicy, LoadedPolicy, fixed_actor, load_policy, policy_actor
 from .host_env import HostEnv, probe_spaces
+
+LayerPolicy = Callable[[Decision], np.ndarray]
 
 
 @dataclass
@@ -68,33 +69,58 @@ class Team:
         self.env._positions = None
         self.units = list(self.env.units)
         self._seed = int(seed)
-        self._loaded: dict[str, LoadedPolicy] = {}
-        for info in self.hier.info:
-            if info.name in checkpoints:
-                self._loaded[info.name] = load_policy(info, checkpoints[info.name])
+        self._loaded: dict[str, Any] = {info.name: self._load_policy(info, checkpoints[info.name])
+                                        for info in self.hier.info if info.name in checkpoints}
         self._build_actors(self._seed)
         self.layers = [self._describe(info, spec) for info, spec in zip(self.hier.info, self.hier.specs)]
         self._fresh = True
         self._done = False
 
-    def _build_actors(self, seed: int) -> None:
+    # ---- how layers act (torch here; hdppo.runtime.onnx_team overrides these three) -----------
+    def _load_policy(self, info: LayerInfo, path: str) -> Any:
+        from .actors import load_policy
+        return load_policy(info, path)
+
+    def _policy_actor(self, info: LayerInfo, loaded: Any) -> LayerPolicy:
+        from .actors import policy_actor
+        return policy_actor(info, loaded, self.deterministic)
+
+    def _seed_streams(self, seed: int) -> None:
+        import torch
         self._torch_state = torch.Generator().manual_seed(seed).get_state()
+
+    @contextlib.contextmanager
+    def _rng(self):
+        """The team's own torch random stream (as a training worker keeps its own)."""
+        import torch
+        saved = torch.get_rng_state()
+        torch.set_rng_state(self._torch_state)
+        try:
+            yield
+        finally:
+            self._torch_state = torch.get_rng_state()
+            torch.set_rng_state(saved)
+
+    def _build_actors(self, seed: int) -> None:
+        self._seed_streams(seed)
         self._actors: list[LayerPolicy] = []
         self._acting: list[str] = []
         for info, spec in zip(self.hier.info, self.hier.specs):
             if info.name in self._loaded:
-                self._actors.append(policy_actor(info, self._loaded[info.name], self.deterministic))
+                self._actors.append(self._policy_actor(info, self._loaded[info.name]))
                 self._acting.append("checkpoint")
+            elif spec.scripted is not None:     # as a training worker: scripted, else uniform
+                self._actors.append(scripted_policy(info, spec.scripted))
+                self._acting.append("scripted")
             else:
-                actor, how = fixed_actor(info, spec.scripted, seed)
-                self._actors.append(actor)
-                self._acting.append(how)
+                self._actors.append(uniform_policy(info, seed + 7 * (info.index + 1)))
+                self._acting.append("uniform")
 
     def _describe(self, info: LayerInfo, spec: Any) -> LayerDescription:
         loaded = self._loaded.get(info.name)
         return LayerDescription(info.name, info.index, info.interval, [str(n) for n in info.nodes], info.choice,
                                 spec.goal_space, info.action_space, info.obs_dim, list(info.slot_names),
-                                self._acting[info.index], None if loaded is None else loaded.path)
+                                self._acting[info.index], None if loaded is None else str(loaded.path))
 
     # ---- the caller's loop -----------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
@@ -163,17 +189,6 @@ class Team:
     # ---- internals -------------------------------------------------------------------------
     def _decide(self, d: Decision) -> np.ndarray:
         return self._actors[d.layer](d)
-
-    @contextlib.contextmanager
-    def _rng(self):
-        """The team's own torch random stream (as a training worker keeps its own)."""
-        saved = torch.get_rng_state()
-        torch.set_rng_state(self._torch_state)
-        try:
-            yield
-        finally:
-            self._torch_state = torch.get_rng_state()
-            torch.set_rng_state(saved)
 
     def _unit_actions(self) -> dict[str, Any]:
         acts = self.env.actions[0]
