@@ -174,6 +174,15 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+    from .runtime.export import export_team
+    out = Path(args.out) if args.out else Path(args.run) / "export"
+    path = export_team(args.run, out, args.format, args.opset)
+    print(f"wrote {path} and the layers' {args.format} models next to it")
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     import dataclasses
     import shlex
@@ -250,6 +259,14 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--layer", action="append", help="only these layers (repeatable)")
     pl.add_argument("--debug", action="store_true", help="show full tracebacks")
     pl.set_defaults(func=_cmd_plot)
+
+    x = sub.add_parser("export", help="each trained layer's actor as ONNX (or TorchScript) plus a manifest of the hierarchy")
+    x.add_argument("run", help="a run folder written by `hdppo train`")
+    x.add_argument("--format", default="onnx", help="onnx (default) or torchscript")
+    x.add_argument("--out", help="folder to write (default RUN/export)")
+    x.add_argument("--opset", type=int, default=18, help="ONNX opset")
+    x.add_argument("--debug", action="store_true", help="show full tracebacks")
+    x.set_defaults(func=_cmd_export)
 
     b = sub.add_parser("bench", help="throughput on spread: raw env, rollout, training (flat, 3-layer), RLlib PPO")
     b.add_argument("overrides", nargs="*", help="bench settings key=value (workers, envs_per_worker, rollout, ...)")

@@ -61,15 +61,16 @@ def worker_actions(run: Path, steps: int, seed: int, deterministic: bool = True)
     return out
 
 
-def team_actions(run: Path, steps: int, seed: int, deterministic: bool = True) -> list[dict[str, object]]:
-    """The same episode acted by hdppo.load(run) over the scenario's own one-copy batch (seeded as a worker's)."""
+def team_actions(run: Path, steps: int, seed: int, deterministic: bool = True, team=None) -> list[dict[str, object]]:
+    """The same episode acted by hdppo.load(run) (or `team`) over the scenario's own one-copy batch (seeded
+    as a worker's)."""
     import hdppo
     from hdppo.runfolder import load_run_config
     config = load_run_config(run)
     sc = load_scenario(config["scenario"])
     cfg = sc.make_config(config["scenario_overrides"])
     wseed = worker_seed(seed, 0)
-    team = hdppo.load(run, deterministic=deterministic, seed=wseed)
+    team = team if team is not None else hdppo.load(run, deterministic=deterministic, seed=wseed)
     if sc.batched_env is not None:
         env = sc.batched_env(cfg, 1, wseed)
     else:

@@ -1,4 +1,7 @@
-"""Use a trained team outside training: `hdppo.load(RUN)` -> Team; `act(observations)` per env step."""
+"""Use a trained team outside training: `hdppo.load(RUN)` -> Team; `act(observations)` per env step.
+
+`hdppo.runtime.onnx_team.OnnxTeam` runs a team exported with `hdppo export` (onnxruntime, no torch).
+"""
 from .host_env import HostEnv
 from .team import LayerDescription, Team, load
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from ..checkpoint import check_compatible, load_checkpoint, load_module_state
 from ..interfaces import Decision, LayerInfo
-
+from .action_space import to_space
 
 
 @dataclass
@@ -40,14 +39,6 @@ def load_policy(info: LayerInfo, path: str) -> LoadedPolicy:
     load_module_state(module, tensors)
     module.eval()
     return LoadedPolicy(module, info.slot_roles if lc.roles else None, meta, str(path))
-
-
-def to_space(actions: np.ndarray, space: gym.Space) -> np.ndarray:
-    """Policy outputs as the env takes them: Box samples clipped into the Box and shaped like it."""
-    if isinstance(space, gym.spaces.Box):
-        shaped = actions.reshape(actions.shape[:2] + space.shape)
-        return np.clip(shaped, space.low, space.high).astype(space.dtype)
-    return actions
 
 
 def policy_actor(info: LayerInfo, loaded: LoadedPolicy, deterministic: bool):
