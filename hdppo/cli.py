@@ -183,6 +183,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_render(args: argparse.Namespace) -> int:
+    from .config import parse_assignments
+    from .render import render_episodes
+    out, frames = render_episodes(args.run, args.out, args.episodes, parse_assignments(args.overrides),
+                                  max_steps=args.max_steps, every=args.every, fps=args.fps, pixels=args.pixels,
+                                  deterministic=not args.sample, seed=args.seed)
+    print(f"wrote {out} ({frames} frames)")
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     import dataclasses
     import shlex
@@ -267,6 +277,20 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--opset", type=int, default=18, help="ONNX opset")
     x.add_argument("--debug", action="store_true", help="show full tracebacks")
     x.set_defaults(func=_cmd_export)
+
+    r = sub.add_parser("render", help="play a run's team and write the episodes as a GIF or MP4 (squads, goals)")
+    r.add_argument("run", help="a run folder written by `hdppo train`")
+    r.add_argument("overrides", nargs="*", help="scenario config overrides, key=value")
+    r.add_argument("--out", default="episode.gif", help="episode.gif or episode.mp4 (MP4 needs imageio-ffmpeg)")
+    r.add_argument("--episodes", type=int, default=1)
+    r.add_argument("--max-steps", type=int, default=1000, help="stop an episode after this many steps")
+    r.add_argument("--every", type=int, default=1, help="draw every Nth step")
+    r.add_argument("--fps", type=int, default=10)
+    r.add_argument("--pixels", type=int, default=320, help="frame width and height")
+    r.add_argument("--seed", type=int, default=0, help="episode k resets the env with seed + k")
+    r.add_argument("--sample", action="store_true", help="sample actions instead of the most likely")
+    r.add_argument("--debug", action="store_true", help="show full tracebacks")
+    r.set_defaults(func=_cmd_render)
 
     b = sub.add_parser("bench", help="throughput on spread: raw env, rollout, training (flat, 3-layer), RLlib PPO")
     b.add_argument("overrides", nargs="*", help="bench settings key=value (workers, envs_per_worker, rollout, ...)")
