@@ -193,6 +193,13 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    from .diagnose import report
+    for path in report(args.run, args.out, args.steps):
+        print(f"wrote {path}")
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     import dataclasses
     import shlex
@@ -291,6 +298,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--sample", action="store_true", help="sample actions instead of the most likely")
     r.add_argument("--debug", action="store_true", help="show full tracebacks")
     r.set_defaults(func=_cmd_render)
+
+    dg = sub.add_parser("diagnose", help="one PNG per layer: workers' state embedding and coverage, gradient "
+                        "cosine and divergence over training")
+    dg.add_argument("run", help="a run folder written by `hdppo train`")
+    dg.add_argument("--out", help="folder for the PNGs (default RUN/diagnose)")
+    dg.add_argument("--steps", type=int, default=100, help="env steps each worker's envs are played to sample states")
+    dg.add_argument("--debug", action="store_true", help="show full tracebacks")
+    dg.set_defaults(func=_cmd_diagnose)
 
     b = sub.add_parser("bench", help="throughput on spread: raw env, rollout, training (flat, 3-layer), RLlib PPO")
     b.add_argument("overrides", nargs="*", help="bench settings key=value (workers, envs_per_worker, rollout, ...)")
