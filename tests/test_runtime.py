@@ -193,3 +193,19 @@ def test_trained_run_plays_from_python_c(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     steps, acting = out.stdout.split(" ", 1)
     assert 1 <= int(steps) <= 50 and acting.strip() == "['checkpoint', 'checkpoint', 'checkpoint']"
+
+
+def test_state_is_needed_each_step_for_use_state_layers(tmp_path):
+    """adversary's commander reads the env's global state: without state= the team says so."""
+    path = str(ROOT / "examples" / "scenarios" / "adversary.py")
+    run = make_run(tmp_path / "adv", path)
+    team = hdppo.load(run, deterministic=True)
+    sc = load_scenario(path)
+    env = sc.env(sc.make_config())
+    obs, _ = env.reset(seed=0)
+    team.reset()
+    with pytest.raises(ScenarioError, match="pass state=env.state()"):
+        team.act(obs, agents=env.agents)
+    team.reset()
+    acts = team.act(obs, agents=env.agents, state=env.state())
+    assert set(acts) == set(team.units)

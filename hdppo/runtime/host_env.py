@@ -111,8 +111,7 @@ class HostEnv(BatchedEnv):
                 self.action_mask[0, i] = base if mask is None else (np.asarray(mask, bool).reshape(-1) & base)
         was = self.alive[0].copy()
         self.alive[0] = [u in living and was[i] for i, u in enumerate(self.units)]
-        if state is not None:
-            self._state = np.asarray(state, np.float32).reshape(1, -1)
+        self._state = None if state is None else np.asarray(state, np.float32).reshape(1, -1)   # per step
         self._positions = None if positions is None else self._unit_array(positions, "positions")
         if sim is not None:
             self.sim = sim

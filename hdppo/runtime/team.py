@@ -64,9 +64,12 @@ class Team:
         self.deterministic = deterministic
         specs = scenario.build_layers(cfg)
         self.env = HostEnv(probe_spaces(scenario, cfg, specs))
-        self.env._positions = np.zeros((1, len(self.env.units), 2), np.float32)   # until the first act
+        # placeholders until the first act gives real positions and state
+        self.env._positions = np.zeros((1, len(self.env.units), 2), np.float32)
+        if self.env.state_space is not None:
+            self.env._state = np.zeros((1,) + self.env.state_space.shape, np.float32)
         self.hier = HierarchyEnv(acting_scenario(scenario), cfg, n_envs=1, autoreset=False, env=self.env)
-        self.env._positions = None
+        self.env._positions = self.env._state = None
         self.units = list(self.env.units)
         self._seed = int(seed)
         self._loaded: dict[str, Any] = {info.name: self._load_policy(info, checkpoints[info.name])
