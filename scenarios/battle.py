@@ -78,9 +78,11 @@ def _controller(cfg: BattleConfig):
 
 
 # ---- envs ----------------------------------------------------------------------------------
-def make_env(cfg: BattleConfig):
+def make_env(cfg: BattleConfig, render_mode: str | None = None):
+    """battle_v4 with hdppo's unit observation; render_mode="rgb_array" uses MAgent2's own renderer
+    (`hdppo render` draws the team's squads and goals over its own view instead)."""
     check_config(cfg)
-    return make_parallel_env(cfg.map_size, cfg.max_cycles, dict(cfg.rewards))
+    return make_parallel_env(cfg.map_size, cfg.max_cycles, dict(cfg.rewards), render_mode=render_mode)
 
 
 def make_batched(cfg: BattleConfig, n_envs: int, seed: int | None):

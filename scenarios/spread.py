@@ -31,10 +31,12 @@ class SpreadConfig(ScenarioConfig):
     native: bool = True          # numpy-batched port of simple_spread (same numbers); false: copies of mpe2
 
 
-def make_env(cfg: SpreadConfig):
+def make_env(cfg: SpreadConfig, render_mode: str | None = None):
+    """MPE2's simple_spread; render_mode="rgb_array" uses MPE2's own renderer (`hdppo render` draws the
+    team's squads and goals over its own view instead)."""
     from mpe2 import simple_spread_v3
     return simple_spread_v3.parallel_env(N=cfg.n_agents, local_ratio=cfg.local_ratio, max_cycles=cfg.max_cycles,
-                                         continuous_actions=False)
+                                         continuous_actions=False, render_mode=render_mode)
 
 
 def make_graph(cfg: SpreadConfig, agents: list[str]) -> AgentGraph:

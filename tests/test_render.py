@@ -23,6 +23,18 @@ def test_native_envs_render_rgb_arrays(name):
     assert type(sc.env(sc.make_config()))(sc.make_config()).render() is None   # no mode: no frame
 
 
+@pytest.mark.parametrize("name,overrides", [("spread", {}), ("battle", {"map_size": "20"})])
+def test_engine_envs_render_with_their_own_renderer(name, overrides):
+    """spread (MPE2) and battle (MAgent2) take render_mode in their make_env and draw themselves."""
+    import importlib
+    sc = load_scenario(name)
+    env = importlib.import_module(f"scenarios.{name}").make_env(sc.make_config(overrides), render_mode="rgb_array")
+    env.reset(seed=0)
+    frame = env.render()
+    env.close()
+    assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3 and frame.std() > 5
+
+
 def test_overlay_draws_squad_colours_and_goal_lines():
     scene = Scene((0, 10, 0, 10), np.array([[2.0, 2.0], [3.0, 2.0]]), np.array([True, True]))
     canvas = Canvas(160)
