@@ -114,3 +114,28 @@ def test_torchscript_export_and_cli(exported, tmp_path, capsys):
     torch.testing.assert_close(scripted(obs, roles), actor_module(policy)(obs, roles))
     rc, _, err = cli(capsys, "export", run, "--format", "tflite", "--out", tmp_path / "x")
     assert rc == 2 and "tflite" in err
+
+
+def test_onnx_team_samples_legal_actions(exported):
+    """Sampling mode: legal (masked) actions, reproducible under a seed, not always the greedy ones."""
+    from hdppo.runtime.onnx_team import OnnxTeam
+    run, exp = exported["skirmish"]
+    greedy = team_actions(run, 30, seed=1, team=OnnxTeam(exp, deterministic=True))
+    a = team_actions(run, 30, seed=1, team=OnnxTeam(exp, deterministic=False, seed=7))
+    b = team_actions(run, 30, seed=1, team=OnnxTeam(exp, deterministic=False, seed=7))
+    assert a == b and a != greedy
+    from scenarios.skirmish import SkirmishBatch
+    team = OnnxTeam(exp, deterministic=False, seed=7)
+    env = SkirmishBatch(team.cfg, 1, 0)
+    env.reset(seed=0)
+    team.reset()
+    for _ in range(30):
+        obs = {u: env.obs[0, i] for i, u in enumerate(env.units)}
+        acts = team.act(obs, {u: {"action_mask": env.action_mask[0, i]} for i, u in enumerate(env.units)},
+                        agents=[u for i, u in enumerate(env.units) if env.alive[0, i]])
+        assert all(env.action_mask[0, env.units.index(u), x] for u, x in acts.items())   # masked actions never drawn
+        arr = np.zeros((1, len(env.units)), np.int64)
+        for u, x in acts.items():
+            arr[0, env.units.index(u)] = x
+        if env.step(arr).done.any():
+            break

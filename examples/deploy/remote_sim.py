@@ -4,9 +4,10 @@
 
 The simulator process owns the scenario's PettingZoo env (think: a robot fleet's simulator or a
 game server); the controller process owns only the trained team. Each step the simulator sends
-the living agents' observations, the controller answers with `team.act`'s actions. Works for any
-scenario whose hooks read only the observations (spread, skirmish, grid, battle; the warehouse's
-grounding reads simulator state, so it needs `sim=` in-process).
+the living agents' observations, the controller answers with `team.act`'s actions. Works for
+scenarios whose hooks read only the observations and whose env has no opponents to drive (spread,
+skirmish, grid). The warehouse's grounding reads simulator state, so it needs `sim=` in-process;
+battle's blue team would have to be driven inside the simulator process.
 """
 from __future__ import annotations
 
