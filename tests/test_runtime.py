@@ -209,3 +209,35 @@ def test_state_is_needed_each_step_for_use_state_layers(tmp_path):
     team.reset()
     acts = team.act(obs, agents=env.agents, state=env.state())
     assert set(acts) == set(team.units)
+
+
+SPATIAL_GRID = '''
+import dataclasses
+from hdppo.graph import AgentGraph
+from scenarios.grid import SCENARIO as GRID
+
+SCENARIO = dataclasses.replace(GRID, name="grid_spatial", graph=lambda cfg, agents: AgentGraph.team(
+    list(agents), cfg.layers, cfg.squad_size, spatial=True))
+'''
+
+
+def test_spatial_grouping_from_given_positions(tmp_path):
+    """Squads regrouped by position at reset: from positions= (or sim=), the same groups and actions as training."""
+    path = tmp_path / "grid_spatial.py"
+    path.write_text(SPATIAL_GRID)
+    run = make_run(tmp_path / "run", str(path), {"n_units": "6", "squad_size": "3", "size": "9"})
+    assert worker_actions(run, 30, seed=2) == team_actions(run, 30, seed=2)      # positions via sim=
+    team = hdppo.load(run, deterministic=True)
+    sc = load_scenario(str(path))
+    env = sc.env(team.cfg)
+    obs, _ = env.reset(seed=0)
+    team.reset()
+    with pytest.raises(ScenarioError, match="positions="):
+        team.act(obs)
+    team.reset()
+    xy = env.batch.positions()[0]
+    team.act(obs, positions={u: xy[i] for i, u in enumerate(team.units)})
+    from hdppo.graph import spatial_groups
+    groups = spatial_groups(xy, 3)
+    assert sorted(map(sorted, team.members().values())) == sorted(
+        sorted(u for i, u in enumerate(team.units) if groups[i] == g) for g in set(groups))
