@@ -1,4 +1,4 @@
-"""The `hdppo` command line: scenarios | check | train | eval | plot | bench."""
+"""The `hdppo` command line: scenarios | check | train | eval | plot | export | render | bench."""
 from __future__ import annotations
 
 import argparse
@@ -48,8 +48,9 @@ def _parse_loads(items: list[str]) -> dict[str, str]:
     for item in items or []:
         if "=" not in item:
             raise ConfigError(f"--load {item!r} is not LAYER=PATH", "write --load low=runs/x/checkpoints/low")
+        from .runfolder import checkpoint_arg
         layer, path = item.split("=", 1)
-        out[layer.strip()] = path.strip()
+        out[layer.strip()] = checkpoint_arg(path.strip(), layer.strip())   # a run folder or a checkpoint
     return out
 
 
@@ -95,7 +96,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from .trainer import RunSpec, Trainer
     console = Console()
     if args.resume:
-        from .evaluate import load_run_config
+        from .runfolder import load_run_config
         from .train_config import train_config_from_dict
         config = load_run_config(args.resume)
         tc = train_config_from_dict(config["train"])
@@ -104,12 +105,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
             from .train_config import check_train_config
             tc.steps = coerce(args.steps, int, "steps")
             check_train_config(tc)
-        spec = RunSpec(config["scenario"], config["scenario_overrides"], tc, config["layers"], config["frozen"],
-                       Path(args.resume))
+        from .runfolder import resolve_scenario
+        spec = RunSpec(resolve_scenario(args.resume, config), config["scenario_overrides"], tc, config["layers"],
+                       config["frozen"], Path(args.resume))
         trainer = Trainer(spec, resume=True)
     else:
+        from .runfolder import record_resolved, record_scenario
         spec = _train_spec(args)
         trainer = Trainer(spec)
+        record_scenario(trainer.out, spec.scenario)     # eval / load / render work from any directory
+        record_resolved(trainer.out, workers=spec.train.n_workers())
     console.print(f"[bold]hdppo train[/] {trainer.scenario.name}: layers {spec.layers} on "
                   f"{spec.train.n_workers()} {spec.train.backend} worker(s) x {spec.train.envs_per_worker} envs, "
                   f"{spec.train.steps:,} env steps, schedule {spec.train.schedule} -> {trainer.out}")
@@ -132,10 +137,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    import json
     from rich.console import Console
     from rich.table import Table
-    from .evaluate import evaluate, format_ci
-    res = evaluate(args.run, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic)
+    from .config import parse_assignments
+    from .evaluate import evaluate, format_ci, save_eval
+    res = evaluate(args.run, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
+                   overrides=parse_assignments(args.overrides), allow_untrained=args.allow_untrained)
+    path = save_eval(args.run, res)
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
     table = Table(title=f"hdppo eval {args.run} ({res['episodes']} episodes, mean [95% CI])")
     table.add_column("metric")
     table.add_column("value")
@@ -146,6 +158,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     for key, ci in res["outcomes"].items():
         table.add_row(f"{key} rate" if key in ("win", "success", "draw") else key, format_ci(ci))
     Console().print(table)
+    print(f"wrote {path}")
     return 0
 
 
@@ -159,8 +172,35 @@ def _checkpoint_message(exc: CheckpointError) -> str:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .plot import plot_runs
-    out = plot_runs(args.runs, args.out, tuple(args.metric or ("return", "goal_success")), args.layer)
+    out = plot_runs(args.runs, args.out, tuple(args.metric or ("return", "goal_success")), args.layer,
+                    strict=bool(args.metric))
     print(f"wrote {out}")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+    from .runtime.export import export_team
+    out = Path(args.out) if args.out else Path(args.run) / "export"
+    path = export_team(args.run, out, args.format, args.opset)
+    print(f"wrote {path} and the layers' {args.format} models next to it")
+    return 0
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from .config import parse_assignments
+    from .render import render_episodes
+    out, frames = render_episodes(args.run, args.out, args.episodes, parse_assignments(args.overrides),
+                                  max_steps=args.max_steps, every=args.every, fps=args.fps, pixels=args.pixels,
+                                  deterministic=not args.sample, seed=args.seed)
+    print(f"wrote {out} ({frames} frames)")
+    return 0
+
+
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    from .diagnose import report
+    for path in report(args.run, args.out, args.steps):
+        print(f"wrote {path}")
     return 0
 
 
@@ -223,18 +263,53 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("run", help="a run folder written by `hdppo train`")
     e.add_argument("--episodes", type=int, default=20)
     e.add_argument("--seed", type=int, default=12345)
+    e.add_argument("overrides", nargs="*", help="scenario config overrides, key=value (e.g. difficulty=0.8)")
     e.add_argument("--deterministic", action="store_true", help="greedy actions instead of sampling")
+    e.add_argument("--json", action="store_true", help="print the result as JSON (it is always written to RUN/eval.json)")
+    e.add_argument("--allow-untrained", action="store_true",
+                   help="evaluate even when a trained layer has no checkpoint (it then plays scripted or uniformly)")
     e.add_argument("--debug", action="store_true", help="show full tracebacks")
     e.set_defaults(func=_cmd_eval)
 
-    pl = sub.add_parser("plot", help="learning curves of one or more runs as a PNG")
+    pl = sub.add_parser("plot", help="learning curves of one or more runs as a PNG; runs differing only in "
+                        "the seed are averaged with a 95% band")
     pl.add_argument("runs", nargs="+", help="run folders written by `hdppo train`")
-    pl.add_argument("--out", default="curves.png", help="PNG file to write")
-    pl.add_argument("--metric", action="append", help="a column of RUN/metrics/LAYER.csv (repeatable; "
-                    "default return and goal_success)")
+    pl.add_argument("--out", help="PNG file to write (default: RUN/curves.png, or the runs' common folder)")
+    pl.add_argument("--metric", action="append", help="a column of RUN/metrics/run.csv or RUN/metrics/LAYER.csv, "
+                    "e.g. win, team_return, entropy (repeatable; default return and goal_success)")
     pl.add_argument("--layer", action="append", help="only these layers (repeatable)")
     pl.add_argument("--debug", action="store_true", help="show full tracebacks")
     pl.set_defaults(func=_cmd_plot)
+
+    x = sub.add_parser("export", help="each trained layer's actor as ONNX (or TorchScript) plus a manifest of the hierarchy")
+    x.add_argument("run", help="a run folder written by `hdppo train`")
+    x.add_argument("--format", default="onnx", help="onnx (default) or torchscript")
+    x.add_argument("--out", help="folder to write (default RUN/export)")
+    x.add_argument("--opset", type=int, default=18, help="ONNX opset")
+    x.add_argument("--debug", action="store_true", help="show full tracebacks")
+    x.set_defaults(func=_cmd_export)
+
+    r = sub.add_parser("render", help="play a run's team and write the episodes as a GIF or MP4 (squads, goals)")
+    r.add_argument("run", help="a run folder written by `hdppo train`")
+    r.add_argument("overrides", nargs="*", help="scenario config overrides, key=value")
+    r.add_argument("--out", default="episode.gif", help="episode.gif or episode.mp4 (MP4 needs imageio-ffmpeg)")
+    r.add_argument("--episodes", type=int, default=1)
+    r.add_argument("--max-steps", type=int, default=1000, help="stop an episode after this many steps")
+    r.add_argument("--every", type=int, default=1, help="draw every Nth step")
+    r.add_argument("--fps", type=int, default=10)
+    r.add_argument("--pixels", type=int, default=320, help="frame width and height")
+    r.add_argument("--seed", type=int, default=0, help="episode k resets the env with seed + k")
+    r.add_argument("--sample", action="store_true", help="sample actions instead of the most likely")
+    r.add_argument("--debug", action="store_true", help="show full tracebacks")
+    r.set_defaults(func=_cmd_render)
+
+    dg = sub.add_parser("diagnose", help="one PNG per layer: workers' state embedding and coverage, gradient "
+                        "cosine and divergence over training")
+    dg.add_argument("run", help="a run folder written by `hdppo train`")
+    dg.add_argument("--out", help="folder for the PNGs (default RUN/diagnose)")
+    dg.add_argument("--steps", type=int, default=100, help="env steps each worker's envs are played to sample states")
+    dg.add_argument("--debug", action="store_true", help="show full tracebacks")
+    dg.set_defaults(func=_cmd_diagnose)
 
     b = sub.add_parser("bench", help="throughput on spread: raw env, rollout, training (flat, 3-layer), RLlib PPO")
     b.add_argument("overrides", nargs="*", help="bench settings key=value (workers, envs_per_worker, rollout, ...)")

@@ -2,45 +2,42 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-from .diagnostics import mean_ci
 from .errors import ConfigError
-from .params import MemoryParams
-from .worker import Worker, WorkerSpec
+from .runfolder import load_run_config, resolve_scenario, team_checkpoints, untrained_layers
+from .stats import mean_ci, outcome_ci
 
 STANDARD_KEYS = ("team_return", "length", "env")   # with return/LAYER: what every episode record has
+EVAL_FILE = "eval.json"
+
+__all__ = ["evaluate", "play", "load_run_config", "team_checkpoints", "outcome_keys", "format_ci", "save_eval"]
 
 
-def load_run_config(run: str | Path) -> dict[str, Any]:
-    path = Path(run) / "config.json"
-    if not path.is_file():
-        raise ConfigError(f"{run} is not an hdppo run folder (no config.json)",
-                          "pass the --out folder of a `hdppo train` run")
-    return json.loads(path.read_text())
-
-
-def team_checkpoints(run: str | Path, config: dict[str, Any]) -> dict[str, str]:
-    """Checkpoint folder per layer that acts from one: the run's own, else the one it loaded frozen."""
-    frozen = dict(config.get("frozen", {}))
-    for layer in config["layer_names"]:
-        ckpt = Path(run) / "checkpoints" / layer
-        if (ckpt / "meta.json").is_file():
-            frozen[layer] = str(ckpt)
-    return frozen
+def check_playable(run: str | Path, config: dict[str, Any], allow_untrained: bool) -> None:
+    """Refuse a run whose trained layer has no checkpoint (it would play uniformly) unless allowed."""
+    missing = untrained_layers(run, config)
+    if missing and not allow_untrained:
+        raise ConfigError(f"run {run} trained layer {missing[0]!r} but holds no checkpoint of it, so it would "
+                          f"play scripted or uniformly", "train longer, or pass --allow-untrained to evaluate anyway")
 
 
 def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
-         envs: int = 8) -> list[dict[str, Any]]:
+         envs: int = 8, overrides: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The per-episode records (returns per layer, length, scenario outcomes) of `episodes` played episodes."""
+    from .params import MemoryParams
+    from .worker import Worker, WorkerSpec
     config = load_run_config(run)
     frozen = team_checkpoints(run, config)
     train = dict(config["train"])
     train.update(seed=seed, envs_per_worker=envs)
-    spec = WorkerSpec(config["scenario"], config["scenario_overrides"], train, worker_id=0, trained=[],
+    scenario_overrides = dict(config["scenario_overrides"])
+    scenario_overrides.update(overrides or {})
+    spec = WorkerSpec(resolve_scenario(run, config), scenario_overrides, train, worker_id=0, trained=[],
                       frozen=frozen, deterministic=deterministic)
     worker = Worker(spec, MemoryParams())
     done: list[dict] = []
@@ -55,22 +52,43 @@ def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: 
     return done[:episodes]
 
 
-def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
-             envs: int = 8) -> dict[str, Any]:
-    """Per-layer returns, episode length and outcome rates (with 95% bootstrap CIs) over `episodes`."""
-    config = load_run_config(run)
+def acting(run: str | Path, config: dict[str, Any], overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """How each layer plays: checkpoint, scripted or uniform."""
+    from .scenario import load_scenario
     frozen = team_checkpoints(run, config)
-    done = play(run, episodes, seed, deterministic, envs)
-    out: dict[str, Any] = {"episodes": len(done), "layers": {}, "acting": {}}
+    scenario = load_scenario(resolve_scenario(run, config))
+    cfg = scenario.make_config({**config["scenario_overrides"], **(overrides or {})})
+    return {spec.name: "checkpoint" if spec.name in frozen else "scripted" if spec.scripted is not None else "uniform"
+            for spec in scenario.build_layers(cfg)}
+
+
+def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
+             envs: int = 8, overrides: Mapping[str, str] | None = None, allow_untrained: bool = True) -> dict[str, Any]:
+    """Per-layer returns, episode length and outcomes over `episodes`, each (mean, low, high) at 95%:
+    exact binomial intervals for 0/1 outcomes (win, success), bootstrap intervals for the rest."""
+    if episodes < 1:
+        raise ConfigError(f"--episodes must be at least 1 (got {episodes})", "pass --episodes 20 (any N >= 1)")
+    config = load_run_config(run)
+    check_playable(run, config, allow_untrained)
+    how = acting(run, config, overrides)
+    done = play(run, episodes, seed, deterministic, envs, overrides)
+    out: dict[str, Any] = {"run": str(run), "episodes": len(done), "seed": seed, "deterministic": deterministic,
+                           "overrides": dict(overrides or {}), "layers": {}, "acting": how}
     for layer in config["layer_names"]:
         out["layers"][layer] = mean_ci([e[f"return/{layer}"] for e in done])
-        out["acting"][layer] = ("checkpoint" if layer in frozen else "scripted/uniform")
     out["team_return"] = mean_ci([e["team_return"] for e in done])
     out["length"] = mean_ci([e["length"] for e in done])
     out["outcomes"] = {}
     for key in outcome_keys(done):      # the scenario's own episode metrics (win, delivery_rate, ...)
-        out[key] = out["outcomes"][key] = mean_ci([e[key] for e in done if key in e])
+        out[key] = out["outcomes"][key] = outcome_ci([e[key] for e in done if key in e])
     return out
+
+
+def save_eval(run: str | Path, result: dict[str, Any]) -> Path:
+    """Write the evaluation next to the run's config (RUN/eval.json)."""
+    path = Path(run) / EVAL_FILE
+    path.write_text(json.dumps({**result, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
+    return path
 
 
 def outcome_keys(episodes: list[dict[str, Any]]) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .diagnostics import mean_ci
+from .stats import seeds_ci
 from .metrics import read_csv
 
 
@@ -149,25 +149,25 @@ def final_episodes(run: Path, episodes: int, seed: int) -> list[dict[str, Any]]:
 
 
 def summarize(plan: EvidencePlan, eval_seed: int = 12345) -> dict[str, Any]:
-    """Final evaluation per run, pooled CIs per variant, and steps for the hierarchy to reach flat's final."""
+    """Final evaluation per run, CIs across seeds per variant, and steps for the hierarchy to reach flat's final."""
     grid = np.linspace(0, plan.steps, 101)
     out: dict[str, Any] = {"variants": {}, "grid": grid.tolist()}
     for variant in plan.variants:
         runs = [plan.run_dir(variant, s) for s in plan.seeds]
-        per_seed, pooled, team = [], [], []
-        extra: dict[str, list[float]] = {k: [] for k in plan.also}
+        per_seed, outcome, team = [], [], []
+        extra: dict[str, list[list[float]]] = {k: [] for k in plan.also}
         for seed, run in zip(plan.seeds, runs):
             eps = final_episodes(run, plan.eval_episodes, eval_seed + seed)
             vals = [float(e.get(plan.outcome, np.nan)) for e in eps]
             per_seed.append(float(np.mean(vals)))
-            pooled.extend(vals)
-            team.extend(float(e["team_return"]) for e in eps)
+            outcome.append(vals)
+            team.append([float(e["team_return"]) for e in eps])
             for k in plan.also:
-                extra[k].extend(float(e.get(k, np.nan)) for e in eps)
+                extra[k].append([float(e.get(k, np.nan)) for e in eps])
         curve = mean_curve(runs, plan.outcome, grid)
-        out["variants"][variant.label] = {
-            "eval_per_seed": per_seed, "eval": mean_ci(pooled), "team_return": mean_ci(team),
-            "also": {k: mean_ci(v) for k, v in extra.items()},
+        out["variants"][variant.label] = {      # intervals across the seeds (the replicates), not pooled episodes
+            "eval_per_seed": per_seed, "eval": seeds_ci(outcome), "team_return": seeds_ci(team),
+            "also": {k: seeds_ci(v) for k, v in extra.items()},
             "curve": curve.tolist(), "curve_final": final_value(curve),
             "commands": [shlex.join(plan.command(variant, s)) for s in plan.seeds]}
     hier, flat = plan.variants[0].label, plan.variants[-1].label
@@ -239,7 +239,8 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command
              "",
              f"Each run trains `--layer all` for **{plan.steps:,} env steps**; seeds {plan.seeds}; every final team "
              f"is played for {plan.eval_episodes} fresh episodes (`hdppo.evaluate.play`, sampled actions). "
-             f"Confidence intervals are 95% bootstrap intervals over the pooled episodes of all seeds.", "",
+             f"Confidence intervals are 95% Student-t intervals across the seeds' means (one seed: exact binomial or "
+             f"bootstrap over its episodes).", "",
              f"| team | final {plan.outcome} (eval, 95% CI) | per seed | team return (eval) | "
              + "".join(f"{k} (eval) | " for k in plan.also) + f"{plan.outcome} at the end of training |",
              "|---|---|---|---|" + "---|" * len(plan.also) + "---:|"]

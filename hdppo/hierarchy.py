@@ -222,6 +222,11 @@ class HierarchyEnv:
         self._goal_feat: list[np.ndarray | None] = [None] * L
         self._slot_alive: list[np.ndarray | None] = [None] * L
 
+    def refresh(self) -> None:
+        """Recompute features after the env's obs / alive were written from outside (a caller-driven
+        env, see hdppo.runtime); goals and the episode's bookkeeping are kept."""
+        self._compute_features()
+
     def features(self, i: int) -> np.ndarray:
         """Layer i's own features [E, N, D]: bottom-up over living children (computed once per step)."""
         if self._feat[i] is None:

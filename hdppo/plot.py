@@ -1,59 +1,131 @@
-"""`hdppo plot`: learning curves of one or more runs as a PNG (matplotlib, no display needed)."""
+"""`hdppo plot`: learning curves of one or more runs as a PNG (matplotlib, no display needed).
+
+Metrics come from every column of RUN/metrics/run.csv (team return, win, success, ...) and of the
+per-layer CSVs (return, entropy, approx_kl, ...). Runs whose config differs only in the seed are
+drawn as their mean with a 95% band across seeds (Student-t over the seeds at each step).
+"""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from .errors import ConfigError
 from .metrics import read_csv, scope_file
 
+NOT_METRICS = {"step", "wall_time"}
+Curve = tuple[np.ndarray, np.ndarray]
 
-def plot_runs(runs: list[str | Path], out: str | Path, metrics: tuple[str, ...] = ("return", "goal_success"),
-              layers: list[str] | None = None) -> Path:
-    """One panel per (layer, metric) with one line per run; x is env steps. Returns the PNG path."""
+
+def _config(run: Path) -> dict[str, Any]:
+    if not (run / "config.json").is_file():
+        raise ConfigError(f"{run} is not an hdppo run folder (no config.json)", "pass --out folders of `hdppo train`")
+    return json.loads((run / "config.json").read_text())
+
+
+def seed_group_key(config: dict[str, Any]) -> str:
+    """What makes runs replicates of one config: everything in config.json but the seed and resolved values."""
+    c = json.loads(json.dumps(config))
+    c.get("train", {}).pop("seed", None)
+    c.pop("resolved", None)
+    return json.dumps(c, sort_keys=True)
+
+
+def run_curves(run: Path, layers: list[str] | None = None) -> dict[str, dict[str, Curve]]:
+    """{scope: {metric: (steps, values)}} for scope "run" and every layer with a metrics CSV."""
+    config = _config(run)
+    out: dict[str, dict[str, Curve]] = {}
+    for scope in ["run"] + list(layers or config["layer_names"]):
+        if not scope_file(run, scope).is_file():
+            continue
+        rows = read_csv(run, scope)
+        metrics: dict[str, Curve] = {}
+        for key in sorted({k for r in rows for k in r} - NOT_METRICS):
+            pts = [(r["step"], r[key]) for r in rows if key in r and not math.isnan(r[key])]
+            if pts:
+                metrics[key] = (np.array([p[0] for p in pts], float), np.array([p[1] for p in pts], float))
+        out[scope] = metrics
+    return out
+
+
+def band(curves: list[Curve], points: int = 100) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Seeds' curves on a common step grid (each inside its own range): mean and a 95% t band."""
+    from scipy.stats import t
+    lo_x = max(c[0][0] for c in curves)
+    hi_x = min(c[0][-1] for c in curves)
+    if hi_x <= lo_x:
+        hi_x = max(c[0][-1] for c in curves)
+    grid = np.linspace(lo_x, hi_x, points) if hi_x > lo_x else np.array([lo_x])
+    ys = np.stack([np.where((grid >= x[0]) & (grid <= x[-1]), np.interp(grid, x, y), np.nan) for x, y in curves])
+    n = np.sum(np.isfinite(ys), axis=0)
+    mean = np.nanmean(ys, axis=0)
+    sd = np.nanstd(ys, axis=0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
+    half = np.where(n > 1, t.ppf(0.975, np.maximum(n - 1, 1)) * np.nan_to_num(sd) / np.sqrt(np.maximum(n, 1)), 0.0)
+    return grid, mean, mean - half, mean + half
+
+
+def panels_for(data: dict[Path, dict[str, dict[str, Curve]]], metrics: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(scope, metric) panels: each metric in every scope (run, then the layers) where some run has it."""
+    scopes = dict.fromkeys(s for d in data.values() for s in d)
+    return [(scope, m) for m in metrics for scope in scopes if any(m in d.get(scope, {}) for d in data.values())]
+
+
+def default_out(runs: list[Path]) -> Path:
+    """Next to the run: RUN/curves.png for one run, the runs' common folder for several."""
+    if len(runs) == 1:
+        return runs[0] / "curves.png"
+    parents = {r.resolve().parent for r in runs}
+    return (parents.pop() if len(parents) == 1 else runs[0]) / "curves.png"
+
+
+def plot_runs(runs: list[str | Path], out: str | Path | None = None,
+              metrics: tuple[str, ...] = ("return", "goal_success"), layers: list[str] | None = None,
+              strict: bool = False) -> Path:
+    """One panel per (scope, metric) -- scope "run" or a layer -- with one line per run, or per group of
+    seeds with a band; x is env steps. With `strict`, every metric must exist somewhere. Returns the PNG."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels: list[tuple[str, str]] = []
-    data: dict[tuple[str, str], list[tuple[str, list[float], list[float]]]] = {}
-    for run in runs:
-        run = Path(run)
-        if not (run / "config.json").is_file():
-            raise ConfigError(f"{run} is not an hdppo run folder (no config.json)", "pass --out folders of `hdppo train`")
-        import json
-        names = layers or json.loads((run / "config.json").read_text())["layer_names"]
-        for layer in names:
-            if not scope_file(run, layer).is_file():
-                continue
-            rows = read_csv(run, layer)
-            for metric in metrics:
-                pts = [(r["step"], r[metric]) for r in rows if metric in r and not math.isnan(r[metric])]
-                if not pts:
-                    continue
-                key = (layer, metric)
-                if key not in data:
-                    panels.append(key)
-                    data[key] = []
-                data[key].append((run.name, [p[0] for p in pts], [p[1] for p in pts]))
-    if not panels:
-        raise ConfigError(f"no {', '.join(metrics)} metrics found in {', '.join(map(str, runs))}",
-                          "train first, or choose --metric from the columns of RUN/metrics/LAYER.csv")
+    paths = [Path(r) for r in runs]
+    data = {p: run_curves(p, layers) for p in paths}
+    groups: dict[str, list[Path]] = {}
+    for p in paths:
+        groups.setdefault(seed_group_key(_config(p)), []).append(p)
+    valid = sorted({m for d in data.values() for scope in d.values() for m in scope})
+    unknown = [m for m in metrics if not any(m in scope for d in data.values() for scope in d.values())]
+    if (strict and unknown) or len(unknown) == len(metrics):
+        raise ConfigError(f"metric {unknown[0]!r} is in none of the runs' metrics CSVs",
+                          f"choose --metric from: {', '.join(valid) or '(no metrics written yet: train first)'}")
+    panels = panels_for(data, metrics)
     cols = min(len(panels), 3)
     rows_n = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(rows_n, cols, figsize=(5 * cols, 3.5 * rows_n), squeeze=False)
-    for ax, key in zip(axes.flat, panels):
-        for label, xs, ys in data[key]:
-            ax.plot(xs, ys, label=label)
-        ax.set_title(f"{key[0]}: {key[1]}")
+    for ax, (scope, metric) in zip(axes.flat, panels):
+        for members in groups.values():
+            curves = [data[p][scope][metric] for p in members if metric in data[p].get(scope, {})]
+            if not curves:
+                continue
+            if len(curves) == 1:
+                x, y = curves[0]
+                ax.plot(x, y, marker="o" if len(x) < 20 else None, markersize=4, label=members[0].name)
+                continue
+            grid, mean, lo, hi = band(curves)
+            line, = ax.plot(grid, mean, marker="o" if len(grid) == 1 else None,
+                            label=f"{members[0].name} (mean of {len(curves)} seeds, 95% band)")
+            ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2)
+        ax.set_title(f"{scope}: {metric}")
         ax.set_xlabel("env steps")
         ax.grid(alpha=0.3)
-        if len(runs) > 1:
+        if len(groups) > 1 or any(len(m) > 1 for m in groups.values()):
             ax.legend(fontsize=8)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     fig.tight_layout()
-    out = Path(out)
+    out = Path(out) if out is not None else default_out(paths)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     plt.close(fig)

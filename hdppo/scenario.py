@@ -141,7 +141,8 @@ class Scenario:
     env(cfg) -> ParallelEnv; graph(cfg, possible_agents) -> AgentGraph; layers(cfg) -> [Layer, ...]
     top to bottom. batched_env(cfg, n_envs, seed) -> BatchedEnv is optional: native scenarios give
     it so workers step many copies with numpy; otherwise copies of env(cfg) are stepped in a loop.
-    positions(env) -> [E, U, 2] feeds spatial grouping at reset.
+    positions(env) -> [E, U, 2] feeds spatial grouping at reset. scene(env) and goal_xy(env, cfg, layer, goals)
+    let `hdppo render` draw an episode of the one-copy PettingZoo env (see hdppo.render).
     """
 
     name: str
@@ -154,6 +155,8 @@ class Scenario:
     opponents: Opponents | None = None
     positions: Callable[[Any], np.ndarray] | None = None
     source: str = ""
+    scene: Callable[[Any], Any] | None = None                       # scene(pettingzoo_env) -> hdppo.render.Scene
+    goal_xy: Callable[[Any, Any, str, np.ndarray], np.ndarray] | None = None   # (env, cfg, layer, goals) -> [N, 2]
 
     def make_config(self, overrides: dict[str, Any] | None = None) -> Any:
         """The scenario's config with overrides applied; errors name the scenario."""

@@ -105,7 +105,8 @@ def random_controller(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(N_ACTIONS, size=len(obs)).astype(np.int32)
 
 
-def make_parallel_env(map_size: int, max_cycles: int, reward_args: dict, seed: int | None = None):
+def make_parallel_env(map_size: int, max_cycles: int, reward_args: dict, seed: int | None = None,
+                      render_mode: str | None = None):
     """battle_v4's parallel env with hdppo's flat unit observation; ends when a team is wiped out."""
     from magent2.environments.battle.battle import _parallel_env, default_reward_args
 
@@ -115,7 +116,7 @@ def make_parallel_env(map_size: int, max_cycles: int, reward_args: dict, seed: i
         def __init__(self) -> None:
             args = dict(default_reward_args)
             args.update(reward_args)
-            super().__init__(map_size, False, args, max_cycles, False, None, seed)
+            super().__init__(map_size, False, args, max_cycles, False, render_mode, seed)
             self.n_team = [self.env.get_num(h) for h in self.handles]
             self.observation_spaces = {a: OBS_SPACE for a in self.possible_agents}
             self._zero_obs = {a: np.zeros(OBS_DIM, np.float32) for a in self.possible_agents}

@@ -78,9 +78,11 @@ def _controller(cfg: BattleConfig):
 
 
 # ---- envs ----------------------------------------------------------------------------------
-def make_env(cfg: BattleConfig):
+def make_env(cfg: BattleConfig, render_mode: str | None = None):
+    """battle_v4 with hdppo's unit observation; render_mode="rgb_array" uses MAgent2's own renderer
+    (`hdppo render` draws the team's squads and goals over its own view instead)."""
     check_config(cfg)
-    return make_parallel_env(cfg.map_size, cfg.max_cycles, dict(cfg.rewards))
+    return make_parallel_env(cfg.map_size, cfg.max_cycles, dict(cfg.rewards), render_mode=render_mode)
 
 
 def make_batched(cfg: BattleConfig, n_envs: int, seed: int | None):
@@ -120,6 +122,42 @@ def make_graph(cfg: BattleConfig, agents: list[str]) -> AgentGraph:
 def positions(env) -> np.ndarray:
     """[E, U, 2] unit positions from the units' observations (normalised x, y)."""
     return env.obs[..., [X, Y]]
+
+
+# ---- rendering (MAgent2's env also renders itself; this draws the team's squads and goals) ----------
+def _team_xy(env, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions [n, 2] and alive flags of team k (0 red, 1 blue) in possible_agents order."""
+    g, h = env.env, env.handles[k]
+    names = [a for a in env.possible_agents if a.startswith("red" if k == 0 else "blue")]
+    first = env.possible_agents.index(names[0])
+    xy = np.full((len(names), 2), np.nan)
+    ids = np.asarray(g.get_agent_id(h), np.int64) - first
+    if len(ids):
+        xy[ids] = g.get_pos(h)
+    live = set(env.agents)
+    return xy, np.array([n in live for n in names], bool)
+
+
+def scene(env):
+    """Red units (the team), blue units (the opponent) of the battle_v4 env."""
+    from hdppo.render import Scene
+    red, red_alive = _team_xy(env, 0)
+    blue, blue_alive = _team_xy(env, 1)
+    n = float(env.map_size)
+    return Scene((-0.5, n - 0.5, -0.5, n - 0.5), np.nan_to_num(red, nan=-10.0), red_alive & np.isfinite(red).all(1),
+                 np.nan_to_num(blue, nan=-10.0), blue_alive & np.isfinite(blue).all(1))
+
+
+def goal_xy(env, cfg: BattleConfig, layer: str, goals: np.ndarray) -> np.ndarray:
+    """Goal g < regions^2: the centre of region g; the last goal (engage): the living enemies' centroid."""
+    R, s = cfg.regions, float(cfg.map_size - 1)
+    centres = (np.arange(R) + 0.5) / R
+    points = np.array([(x, y) for y in centres for x in centres], float) * s
+    blue, blue_alive = _team_xy(env, 1)
+    live = blue_alive & np.isfinite(blue).all(1)
+    engage = blue[live].mean(axis=0) if live.any() else np.full(2, np.nan)
+    g = np.asarray(goals, np.int64)
+    return np.where((g < R * R)[:, None], points[np.minimum(g, R * R - 1)], engage)
 
 
 # ---- layers --------------------------------------------------------------------------------
@@ -190,4 +228,4 @@ SCENARIO = Scenario(
     name="battle",
     description="MAgent2 battle: red commander / squads of 9 by position / units vs a scripted blue team",
     env=make_env, graph=make_graph, layers=make_layers, config=BattleConfig, batched_env=make_batched,
-    opponents=OPPONENTS, positions=positions)
+    opponents=OPPONENTS, positions=positions, scene=scene, goal_xy=goal_xy)

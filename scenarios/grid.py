@@ -190,11 +190,37 @@ class GridBatch(NumpyBatch):
 class GridParallelEnv(BatchParallelEnv):
     """One grid copy behind PettingZoo's parallel dict API (GridBatch with E=1)."""
 
-    metadata = {"name": "grid_v0", "render_modes": []}
+    metadata = {"name": "grid_v0", "render_modes": ["rgb_array"]}
 
     def __init__(self, cfg: GridConfig | None = None, render_mode: str | None = None) -> None:
         self.cfg = cfg if cfg is not None else GridConfig()
         super().__init__(GridBatch(self.cfg, 1, None))
+        self.render_mode = render_mode
+        self.overlay = None            # an hdppo.render.Overlay drawn over the scene, if set
+
+    def render(self):
+        """An RGB frame [H, W, 3] of the grid (render_mode="rgb_array")."""
+        from hdppo.render import render_frame
+        return render_frame(self, scene(self), self.overlay)
+
+
+def scene(env: GridParallelEnv):
+    """Units and targets (orange unclaimed, grey claimed) of the env's copy; hazards as walls."""
+    from hdppo.render import Scene
+    b, n = env.batch, float(env.cfg.size)
+    targets = np.stack([b.tx[0], b.ty[0]], axis=-1).astype(float)
+    hazards = getattr(b, "hx", None)
+    walls = None if hazards is None else np.stack([b.hx[0], b.hy[0]], axis=-1).astype(float)
+    return Scene((-0.5, n - 0.5, -0.5, n - 0.5), b.positions()[0].astype(float), b.alive[0].copy(),
+                 landmarks=targets, landmark_colours=["#aaaaaa" if c else "#ff7f0e" for c in b.claimed[0]],
+                 walls=walls)
+
+
+def goal_xy(env: GridParallelEnv, cfg: Any, layer: str, goals: np.ndarray) -> np.ndarray:
+    """A goal is a target index: the target's cell."""
+    b = env.batch
+    g = np.clip(np.asarray(goals, np.int64), 0, b.tx.shape[1] - 1)
+    return np.stack([b.tx[0, g], b.ty[0, g]], axis=-1).astype(float)
 
 
 # ---- layers: goal grounding, success, intrinsic reward, scripted low -----------------------------
@@ -283,4 +309,6 @@ SCENARIO = Scenario(
     config=GridConfig,
     batched_env=lambda cfg, n, seed: GridBatch(cfg, n, seed),
     positions=lambda env: env.positions(),
+    scene=scene,
+    goal_xy=goal_xy,
 )

@@ -33,11 +33,49 @@ class SkirmishParallelEnv(BatchParallelEnv):
     action is a stop.
     """
 
-    metadata = {"name": "skirmish_v0", "render_modes": []}
+    metadata = {"name": "skirmish_v0", "render_modes": ["rgb_array"]}
 
     def __init__(self, cfg: SkirmishConfig | None = None, render_mode: str | None = None) -> None:
         self.cfg = cfg if cfg is not None else SkirmishConfig()
         super().__init__(SkirmishBatch(self.cfg, 1, None), mask_in_infos=True)
+        self.render_mode = render_mode
+        self.overlay = None            # an hdppo.render.Overlay drawn over the scene, if set
+
+    def render(self):
+        """An RGB frame [H, W, 3] of the battle (render_mode="rgb_array")."""
+        from hdppo.render import render_frame
+        return render_frame(self, scene(self), self.overlay)
+
+
+# ---- rendering ------------------------------------------------------------------------------------
+OWNER_COLOURS = {1: "#1f77b4", -1: "#d62728", 0: "#ffffff"}
+
+
+def scene(env: SkirmishParallelEnv):
+    """Units, enemies and the control points (coloured by owner) of the env's copy."""
+    from hdppo.render import Scene
+    b, sz = env.batch, float(env.cfg.size)
+    return Scene((0.0, sz, 0.0, sz), b.pos[0].copy(), b.hp[0] > 0, b.opos[0].copy(), b.ohp[0] > 0,
+                 b.points.copy(), [OWNER_COLOURS[int(o)] for o in b.owner[0]])
+
+
+def goal_xy(env: SkirmishParallelEnv, cfg: Any, layer: str, goals: np.ndarray) -> np.ndarray:
+    """Goal g: point g, enemy squad g - P (centroid of its living units), or enemy unit g - P - G."""
+    b, cfg = env.batch, env.cfg
+    P, G, Q = cfg.n_points, cfg.n_squads, cfg.squad_size
+    live = b.ohp[0] > 0
+    out = np.full((len(goals), 2), np.nan)
+    for k, g in enumerate(np.asarray(goals, np.int64)):
+        if g < P:
+            out[k] = b.points[g]
+        elif g < P + G:
+            members = np.arange((g - P) * Q, (g - P + 1) * Q)
+            members = members[live[members]]
+            if len(members):
+                out[k] = b.opos[0, members].mean(axis=0)
+        elif live[g - P - G]:
+            out[k] = b.opos[0, g - P - G]
+    return out
 
 
 # ---- goals: grounding, success, intrinsic reward, scripted units ----------------------------------
@@ -179,4 +217,6 @@ SCENARIO = Scenario(
     config=SkirmishConfig,
     batched_env=lambda cfg, n, seed: SkirmishBatch(cfg, n, seed),
     positions=lambda env: env.positions(),
+    scene=scene,
+    goal_xy=goal_xy,
 )

@@ -31,10 +31,12 @@ class SpreadConfig(ScenarioConfig):
     native: bool = True          # numpy-batched port of simple_spread (same numbers); false: copies of mpe2
 
 
-def make_env(cfg: SpreadConfig):
+def make_env(cfg: SpreadConfig, render_mode: str | None = None):
+    """MPE2's simple_spread; render_mode="rgb_array" uses MPE2's own renderer (`hdppo render` draws the
+    team's squads and goals over its own view instead)."""
     from mpe2 import simple_spread_v3
     return simple_spread_v3.parallel_env(N=cfg.n_agents, local_ratio=cfg.local_ratio, max_cycles=cfg.max_cycles,
-                                         continuous_actions=False)
+                                         continuous_actions=False, render_mode=render_mode)
 
 
 def make_graph(cfg: SpreadConfig, agents: list[str]) -> AgentGraph:
@@ -93,6 +95,26 @@ def make_layers(cfg: SpreadConfig) -> list[Layer]:
     return [high, mid, low]
 
 
+def scene(env):
+    """Agents and landmarks of MPE2's world (its env also renders itself with render_mode="rgb_array")."""
+    from hdppo.render import Scene
+    world = env.unwrapped.world
+    units = np.array([a.state.p_pos for a in world.agents], float)
+    alive = np.array([a.name in env.agents for a in world.agents], bool)
+    return Scene((-1.5, 1.5, -1.5, 1.5), units, alive,
+                 landmarks=np.array([lm.state.p_pos for lm in world.landmarks], float))
+
+
+def goal_xy(env, cfg: SpreadConfig, layer: str, goals: np.ndarray) -> np.ndarray:
+    """Units' goals are landmarks; a squad's goal is a subset of squad_size landmarks: their centre."""
+    marks = np.array([lm.state.p_pos for lm in env.unwrapped.world.landmarks], float)
+    g = np.asarray(goals, np.int64)
+    if layer == "low":
+        return marks[np.clip(g, 0, len(marks) - 1)]
+    subsets = np.array(list(itertools.combinations(range(len(marks)), cfg.squad_size)), dtype=np.int64)
+    return marks[subsets[np.clip(g, 0, len(subsets) - 1)]].mean(axis=1)
+
+
 def make_batched(cfg: SpreadConfig, n_envs: int, seed: int | None):
     if cfg.native:
         return SpreadBatch(cfg.n_agents, cfg.local_ratio, cfg.max_cycles, n_envs, seed)
@@ -103,4 +125,4 @@ SCENARIO = Scenario(
     name="spread",
     description="MPE2 simple_spread, 6 agents / 6 landmarks: commander -> 2 squads of 3 -> units",
     env=make_env, graph=make_graph, layers=make_layers, config=SpreadConfig, batched_env=make_batched,
-    positions=lambda env: env.obs[..., 2:4])
+    positions=lambda env: env.obs[..., 2:4], scene=scene, goal_xy=goal_xy)

@@ -87,11 +87,39 @@ def make_batch(cfg: WarehouseConfig, n_envs: int = 1, seed: int | None = None) -
 class WarehouseParallelEnv(BatchParallelEnv):
     """One warehouse copy behind PettingZoo's parallel dict API (WarehouseBatch with E=1)."""
 
-    metadata = {"name": "warehouse_v0", "render_modes": []}
+    metadata = {"name": "warehouse_v0", "render_modes": ["rgb_array"]}
 
     def __init__(self, cfg: WarehouseConfig | None = None, render_mode: str | None = None) -> None:
         self.cfg = cfg if cfg is not None else WarehouseConfig()
         super().__init__(make_batch(self.cfg, 1, None))
+        self.render_mode = render_mode
+        self.overlay = None            # an hdppo.render.Overlay drawn over the scene, if set
+
+    def render(self):
+        """An RGB frame [H, W, 3] of the warehouse (render_mode="rgb_array")."""
+        from hdppo.render import render_frame
+        return render_frame(self, scene(self), self.overlay)
+
+
+ZONE_COLOURS = ["#ff7f0e", "#ffbb78", "#f7b6d2", "#c49c94"]
+
+
+def scene(env: WarehouseParallelEnv):
+    """Robots, shelves (walls), stations (black) and zone homes (coloured) of the env's copy."""
+    from hdppo.render import Scene
+    b, L = env.batch, env.batch.layout
+    xy = lambda cells: np.stack(L.xy(np.asarray(cells)), axis=-1).astype(float)      # noqa: E731
+    marks = np.concatenate([xy(L.stations), xy(L.zone_home)])
+    colours = ["#000000"] * len(L.stations) + ZONE_COLOURS[:len(L.zone_home)]
+    return Scene((-0.5, L.width - 0.5, -0.5, L.height - 0.5), xy(b.cell[0]), b.alive[0].copy(),
+                 landmarks=marks, landmark_colours=colours, walls=xy(L.shelves))
+
+
+def goal_xy(env: WarehouseParallelEnv, cfg: Any, layer: str, goals: np.ndarray) -> np.ndarray:
+    """A goal is a zone: its home cell."""
+    L = env.batch.layout
+    g = np.clip(np.asarray(goals, np.int64), 0, N_ZONES - 1)
+    return np.stack(L.xy(L.zone_home[g]), axis=-1).astype(float)
 
 
 # ---- layers: goal grounding, success, intrinsic reward, scripted low -----------------------------
@@ -100,7 +128,7 @@ def _sim(env: Any) -> Any:
     if not (hasattr(env, "goal_features") and hasattr(env, "last_pick")):
         raise ScenarioError(f"the warehouse's goal hooks read the simulator's state, but ctx.env is a "
                             f"{type(env).__name__}", "step the warehouse through its batched env "
-                            "(Scenario.batched_env, the default)", where="scenario 'warehouse'")
+                            "(Scenario.batched_env, the default); with hdppo.load, pass sim=env.batch to team.act", where="scenario 'warehouse'")
     return env
 
 
@@ -196,4 +224,6 @@ SCENARIO = Scenario(
     config=WarehouseConfig,
     batched_env=make_batch,
     positions=lambda env: env.positions(),
+    scene=scene,
+    goal_xy=goal_xy,
 )

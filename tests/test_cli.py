@@ -198,13 +198,16 @@ def test_eval_prints_per_layer_returns_and_success(low_run, capsys):
     for layer in ("low", "mid", "high"):
         assert f"return/{layer}" in out
     assert "return/low (checkpoint)" in out                     # the trained layer plays its checkpoint
-    assert "return/mid (scripted/uniform)" in out
+    assert "return/mid (uniform)" in out                         # grid's mid layer has no scripted controller
     assert "team return" in out and "episode length" in out
     assert "success rate" in out
     success = next(line for line in out.splitlines() if "success rate" in line)
     mean = float(success.split("│")[2].split()[0])
     assert 0.0 <= mean <= 1.0
-    assert snapshot(low_run) == before                          # eval writes nothing into the run
+    after = snapshot(low_run)
+    assert json.loads((Path(low_run) / "eval.json").read_text())["episodes"] == 5
+    after.pop("eval.json", None)
+    assert after == before                                      # eval writes only RUN/eval.json
 
 
 # ---- schedules and frozen layers -----------------------------------------------------------------

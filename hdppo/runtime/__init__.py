@@ -1,0 +1,8 @@
+"""Use a trained team outside training: `hdppo.load(RUN)` -> Team; `act(observations)` per env step.
+
+`hdppo.runtime.onnx_team.OnnxTeam` runs a team exported with `hdppo export` (onnxruntime, no torch).
+"""
+from .host_env import HostEnv
+from .team import LayerDescription, Team, load
+
+__all__ = ["HostEnv", "LayerDescription", "Team", "load"]

@@ -1,0 +1,243 @@
+"""Team: a trained hierarchy that acts inside the caller's own loop, one env step per `act`.
+
+`hdppo.load(RUN)` builds it from a run folder. The team keeps the hierarchy's bookkeeping itself
+(decision intervals, goals and their grounding, aggregation over living children, deaths) by
+running the same HierarchyEnv as training over a HostEnv that holds the caller's observations.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import gymnasium as gym
+import numpy as np
+
+from ..controllers import scripted_policy, uniform_policy
+from ..errors import ConfigError, ScenarioError
+from ..hierarchy import HierarchyEnv
+from ..interfaces import Decision, LayerInfo
+from ..scenario import Scenario
+from .host_env import HostEnv, probe_spaces
+
+LayerPolicy = Callable[[Decision], np.ndarray]
+
+
+@dataclass
+class LayerDescription:
+    """One layer of a loaded team, as `team.layers` lists it."""
+
+    name: str
+    index: int
+    interval: int                     # env steps between its decisions
+    nodes: list[str]
+    choice: str | None                # per_child / broadcast, None for the units
+    goal_space: gym.Space | None      # the goals it gives its children (None for the units)
+    action_space: gym.Space           # its decision: the env action (units) or goal_space
+    obs_dim: int                      # width of one decision slot's observation
+    slots: list[str]
+    acting: str                       # checkpoint / scripted / uniform
+    checkpoint: str | None = None
+
+
+def acting_scenario(scenario: Scenario) -> Scenario:
+    """The scenario without its reward-only hooks (intrinsic, goal_success): acting never needs them,
+    and in a caller-driven env they could read simulator state the caller does not give."""
+    def layers(cfg: Any) -> list:
+        return [dataclasses.replace(layer, intrinsic=None, goal_success=None) for layer in scenario.layers(cfg)]
+    return dataclasses.replace(scenario, layers=layers)
+
+
+class Team:
+    """A loaded team; see the module docstring. Build it with `hdppo.load(run)`.
+
+    Per episode: `reset(seed)`, then `actions = act(observations)` once per env step, where
+    `observations` maps each living unit to its observation as the scenario's PettingZoo env gives
+    it (opponents' entries are ignored); `actions` maps each living unit to its action.
+    """
+
+    def __init__(self, scenario: Scenario, cfg: Any, checkpoints: Mapping[str, str], deterministic: bool = False,
+                 seed: int = 0) -> None:
+        self.scenario, self.cfg = scenario, cfg
+        self.deterministic = deterministic
+        specs = scenario.build_layers(cfg)
+        self.env = HostEnv(probe_spaces(scenario, cfg, specs))
+        # placeholders until the first act gives real positions and state
+        self.env._positions = np.zeros((1, len(self.env.units), 2), np.float32)
+        if self.env.state_space is not None:
+            self.env._state = np.zeros((1,) + self.env.state_space.shape, np.float32)
+        self.hier = HierarchyEnv(acting_scenario(scenario), cfg, n_envs=1, autoreset=False, env=self.env)
+        self.env._positions = self.env._state = None
+        self.units = list(self.env.units)
+        self._seed = int(seed)
+        self._loaded: dict[str, Any] = {info.name: self._load_policy(info, checkpoints[info.name])
+                                        for info in self.hier.info if info.name in checkpoints}
+        self._build_actors(self._seed)
+        self.layers = [self._describe(info, spec) for info, spec in zip(self.hier.info, self.hier.specs)]
+        self._fresh = True
+        self._done = False
+
+    # ---- how layers act (torch here; hdppo.runtime.onnx_team overrides these three) -----------
+    def _load_policy(self, info: LayerInfo, path: str) -> Any:
+        from .actors import load_policy
+        return load_policy(info, path)
+
+    def _policy_actor(self, info: LayerInfo, loaded: Any) -> LayerPolicy:
+        from .actors import policy_actor
+        return policy_actor(info, loaded, self.deterministic)
+
+    def _seed_streams(self, seed: int) -> None:
+        import torch
+        self._torch_state = torch.Generator().manual_seed(seed).get_state()
+
+    @contextlib.contextmanager
+    def _rng(self):
+        """The team's own torch random stream (as a training worker keeps its own)."""
+        import torch
+        saved = torch.get_rng_state()
+        torch.set_rng_state(self._torch_state)
+        try:
+            yield
+        finally:
+            self._torch_state = torch.get_rng_state()
+            torch.set_rng_state(saved)
+
+    def _build_actors(self, seed: int) -> None:
+        self._seed_streams(seed)
+        self._actors: list[LayerPolicy] = []
+        self._acting: list[str] = []
+        for info, spec in zip(self.hier.info, self.hier.specs):
+            if info.name in self._loaded:
+                self._actors.append(self._policy_actor(info, self._loaded[info.name]))
+                self._acting.append("checkpoint")
+            elif spec.scripted is not None:     # as a training worker: scripted, else uniform
+                self._actors.append(scripted_policy(info, spec.scripted))
+                self._acting.append("scripted")
+            else:
+                self._actors.append(uniform_policy(info, seed + 7 * (info.index + 1)))
+                self._acting.append("uniform")
+
+    def _describe(self, info: LayerInfo, spec: Any) -> LayerDescription:
+        loaded = self._loaded.get(info.name)
+        return LayerDescription(info.name, info.index, info.interval, [str(n) for n in info.nodes], info.choice,
+                                spec.goal_space, info.action_space, info.obs_dim, list(info.slot_names),
+                                self._acting[info.index], None if loaded is None else str(loaded.path))
+
+    # ---- the caller's loop -----------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> None:
+        """Start a new episode; the next `act` gets its first observations. With a seed, the team's
+        sampling streams (stochastic actors, uniform layers) restart from it."""
+        if seed is not None:
+            self._build_actors(int(seed))
+        self._fresh = True
+        self._done = False
+        self.env.revive()
+
+    def act(self, observations: Mapping[str, Any], infos: Mapping[str, Any] | None = None, *,
+            agents: Iterable[str] | None = None, state: Any = None, positions: Any = None,
+            sim: Any = None) -> dict[str, Any]:
+        """The actions of the living units for this env step.
+
+        observations: unit -> observation (a Box array, or {"observation", "action_mask"}); units
+        missing from it (or from `agents`, the env's living agents, when given) are dead from now on.
+        infos: unit -> info dict; an "action_mask" there restricts that unit's actions.
+        state: the env's global state, for layers with use_state. positions: unit -> (x, y) at the
+        episode's first step, for teams grouped by position. sim: an object whose attributes the
+        scenario's hooks read (e.g. the warehouse's simulator), see hdppo.runtime.host_env.
+        """
+        if self._done:
+            raise ConfigError("this episode is over (no unit of the team is alive)",
+                              "call team.reset() before acting in a new episode")
+        self.env.write(observations, infos, agents, state, positions, sim)
+        try:
+            if self._fresh:
+                self.hier.reset()
+                self._fresh = False
+            else:
+                self.hier.refresh()
+            if not self.env.alive.any():
+                self._done = True
+                return {}
+            with self._rng():
+                self.hier.step(self._decide)
+        except AttributeError as exc:
+            raise ScenarioError(f"a hook of scenario {self.scenario.name!r} read something the caller did not "
+                                f"give ({exc})", "pass sim=<the simulator the hooks read> to team.act") from exc
+        return self._unit_actions()
+
+    def goals(self) -> dict[str, dict[str, Any]]:
+        """The goal each node currently holds, per layer that receives goals: {layer: {node: goal}}."""
+        out: dict[str, dict[str, Any]] = {}
+        for i in range(1, self.hier.n_layers):
+            info = self.hier.info[i]
+            goals = self.hier.goals[i][0]
+            out[info.name] = {str(n): _plain(goals[k]) for k, n in enumerate(info.nodes)}
+        return out
+
+    def members(self) -> dict[str, list[str]]:
+        """The units under each node of the layer above the units, in this episode's grouping."""
+        if self.hier.n_layers < 2:
+            return {}
+        i = self.hier.n_layers - 2
+        groups = self.hier._members(i, 0)
+        return {str(n): [self.units[u] for u in g] for n, g in zip(self.hier.info[i].nodes, groups)}
+
+    @property
+    def t(self) -> int:
+        """Env steps acted in this episode."""
+        return int(self.hier.t[0])
+
+    # ---- internals -------------------------------------------------------------------------
+    def _decide(self, d: Decision) -> np.ndarray:
+        return self._actors[d.layer](d)
+
+    def _unit_actions(self) -> dict[str, Any]:
+        acts = self.env.actions[0]
+        out = {}
+        for i, unit in enumerate(self.units):
+            if not self.env.alive[0, i]:
+                continue
+            a = acts[i]
+            raw = self.env.spaces.raw_action.get(unit)
+            if isinstance(raw, gym.spaces.Box) and raw.shape != self.env.action_space.shape:
+                a = a[tuple(slice(0, k) for k in raw.shape)]     # SuperSuit's padding, taken off
+            out[unit] = _plain(a)
+        return out
+
+
+def _plain(a: np.ndarray) -> Any:
+    """Scalars as Python ints / floats, arrays as numpy arrays."""
+    a = np.asarray(a)
+    if a.ndim == 0:
+        return a.item()
+    return a.copy()
+
+
+def load(run: str | Path, *, deterministic: bool = False, seed: int | None = None,
+         overrides: Mapping[str, Any] | None = None, allow_untrained: bool = False) -> Team:
+    """The team of a `hdppo train` run folder, ready for `reset()` / `act(observations)`.
+
+    Layers act as the run left them: from the run's checkpoints (or the checkpoints it loaded
+    frozen), else with the scenario's scripted controller, else uniformly. `overrides` change
+    scenario keys (e.g. {"difficulty": 0.8}); the trained layers' spaces must not change. A layer
+    the run trained but never saved is refused unless `allow_untrained` (it then acts scripted or
+    uniformly). `seed` seeds stochastic actors and uniform layers (default: the run's seed).
+    """
+    from ..runfolder import load_run_config, resolve_scenario, team_checkpoints, untrained_layers
+    from ..scenario import load_scenario
+    config = load_run_config(run)
+    missing = untrained_layers(run, config)
+    if missing and not allow_untrained:
+        raise ConfigError(f"run {run} trained layer {missing[0]!r} but holds no checkpoint of it",
+                          "train longer (checkpoints are written as training goes), or pass "
+                          "allow_untrained=True / --allow-untrained to act with its scripted or uniform policy")
+    scenario = load_scenario(resolve_scenario(run, config))
+    values = dict(config.get("scenario_overrides", {}))
+    values.update({k: str(v) if not isinstance(v, str) else v for k, v in (overrides or {}).items()})
+    cfg = scenario.make_config(values)
+    if seed is None:
+        from ..worker import worker_seed
+        seed = worker_seed(int(config.get("train", {}).get("seed", 0)), 0)
+    return Team(scenario, cfg, team_checkpoints(run, config), deterministic=deterministic, seed=seed)
