@@ -46,6 +46,14 @@ def policy_meta(info: LayerInfo, lc: LayerConfig) -> dict:
                        "critic_obs_dim": spec.critic_obs_dim, "value_norm": spec.value_norm}}
 
 
+def policy_config(meta: dict) -> LayerConfig:
+    """The LayerConfig that rebuilds a checkpoint's policy (from its `policy_meta`); checkpoints
+    written before value_norm existed rebuild without it."""
+    p = meta["policy"]
+    return LayerConfig(policy=p["kind"], hidden=tuple(p["hidden"]), activation=p["activation"],
+                       roles=p["n_roles"] > 0, centralized=p["centralized"], value_norm=p.get("value_norm", False))
+
+
 def critic_obs(obs: np.ndarray, alive: np.ndarray) -> np.ndarray:
     """Centralized critic input per slot [E, S, 3D]: own obs, mean and max over the layer's living slots."""
     m = alive[..., None]

@@ -40,7 +40,7 @@ class LayerConfig:
     epochs: int = 4
     minibatches: int = 4
     norm_adv: bool = True
-    reward_norm: bool = True              # per-worker running normalisation of rewards
+    reward_norm: bool = False             # per-worker running normalisation of rewards (see docs/engine.md)
     value_norm: bool = True               # the critic learns standardised returns (running mean/std)
     # pool and server
     rollout: int = 0                      # env steps per env copy between updates; 0 = see rollout_steps
@@ -55,7 +55,7 @@ class LayerConfig:
     hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     roles: bool = False                   # role embedding per slot (unit index or child position)
-    centralized: bool = False             # critic reads the layer's joint state (mean/max over slots)
+    centralized: bool = True              # critic reads the layer's joint state (mean/max over slots)
 
     def rollout_steps(self, interval: int) -> int:
         """Env steps per copy between two updates: `rollout`, or by default 64 decisions capped at

@@ -20,7 +20,7 @@ from .checkpoint import check_compatible, load_checkpoint, load_module_state
 from .controllers import scripted_policy, uniform_policy
 from .hierarchy import Decision, HierarchyEnv, LayerInfo, StepResult
 from .learner import (Batch, action_histogram, build_policy, critic_obs, flat_grad, load_flat_params,
-                      minibatch_loss, minibatches)
+                      minibatch_loss, minibatches, policy_config)
 from .normalize import RewardNormalizer
 from .params import ParamStore
 from .scenario import load_scenario
@@ -120,9 +120,7 @@ class Worker:
         tensors, meta = load_checkpoint(path)
         check_compatible(meta, {"obs_dim": info.obs_dim, "action_space": repr(info.action_space)},
                          f"checkpoint {path} for layer {info.name!r}")
-        p = meta["policy"]
-        lc = LayerConfig(policy=p["kind"], hidden=tuple(p["hidden"]), activation=p["activation"],
-                         roles=p["n_roles"] > 0, centralized=p["centralized"], value_norm=p.get("value_norm", False))
+        lc = policy_config(meta)
         policy = build_policy(info, lc, 0)
         load_module_state(policy, tensors)
         policy.eval()

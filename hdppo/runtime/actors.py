@@ -27,14 +27,11 @@ class LoadedPolicy:
 
 def load_policy(info: LayerInfo, path: str) -> LoadedPolicy:
     """A layer's policy from its checkpoint folder, refused if built for another obs size or action space."""
-    from ..learner import build_policy
-    from ..train_config import LayerConfig
+    from ..learner import build_policy, policy_config
     tensors, meta = load_checkpoint(path)
     check_compatible(meta, {"obs_dim": info.obs_dim, "action_space": repr(info.action_space)},
                      f"checkpoint {path} for layer {info.name!r}")
-    p = meta["policy"]
-    lc = LayerConfig(policy=p["kind"], hidden=tuple(p["hidden"]), activation=p["activation"],
-                     roles=p["n_roles"] > 0, centralized=p["centralized"])
+    lc = policy_config(meta)
     module = build_policy(info, lc, 0)
     load_module_state(module, tensors)
     module.eval()
