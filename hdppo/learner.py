@@ -54,6 +54,20 @@ def policy_config(meta: dict) -> LayerConfig:
                        roles=p["n_roles"] > 0, centralized=p["centralized"], value_norm=p.get("value_norm", False))
 
 
+def load_policy(info: LayerInfo, path: str) -> tuple[nn.Module, LayerConfig, dict]:
+    """A layer's checkpointed policy (eval mode), its LayerConfig and the checkpoint's meta; refused
+    if the checkpoint was built for another observation size or action space."""
+    from .checkpoint import check_compatible, load_checkpoint, load_module_state
+    tensors, meta = load_checkpoint(path)
+    check_compatible(meta, {"obs_dim": info.obs_dim, "action_space": repr(info.action_space)},
+                     f"checkpoint {path} for layer {info.name!r}")
+    lc = policy_config(meta)
+    policy = build_policy(info, lc, 0)
+    load_module_state(policy, tensors)
+    policy.eval()
+    return policy, lc, meta
+
+
 def critic_obs(obs: np.ndarray, alive: np.ndarray) -> np.ndarray:
     """Centralized critic input per slot [E, S, 3D]: own obs, mean and max over the layer's living slots."""
     m = alive[..., None]

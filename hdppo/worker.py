@@ -6,7 +6,6 @@ its transitions (experience mode). It never imports Ray; every backend drives th
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -16,13 +15,13 @@ import numpy as np
 import torch
 
 from .buffer import RolloutBuffer
-from .checkpoint import check_compatible, load_checkpoint, load_module_state
 from .controllers import scripted_policy, uniform_policy
 from .hierarchy import Decision, HierarchyEnv, LayerInfo, StepResult
 from .learner import (Batch, action_histogram, build_policy, critic_obs, flat_grad, load_flat_params,
-                      minibatch_loss, minibatches, policy_config)
+                      load_policy, minibatch_loss, minibatches)
 from .normalize import RewardNormalizer
 from .params import ParamStore
+from .torch_stream import TorchStream
 from .scenario import load_scenario
 from .train_config import LayerConfig, TrainConfig, train_config_from_dict
 
@@ -96,8 +95,7 @@ class Worker:
         seed = worker_seed(self.tc.seed, self.id)
         self.hier = HierarchyEnv(self.scenario, self.cfg, n_envs=self.tc.envs_per_worker, seed=seed)
         self.np_rng = np.random.default_rng(seed)
-        torch_gen = torch.Generator().manual_seed(seed)
-        self._torch_state = torch_gen.get_state()
+        self._stream = TorchStream(seed)        # this worker's own torch random stream
         self.layers: list[_LayerRuntime] = []
         for info, lspec in zip(self.hier.info, self.hier.specs):
             lc = self.tc.layer(info.name)
@@ -117,30 +115,13 @@ class Worker:
         return uniform_policy(info, seed + 7 * (info.index + 1))
 
     def _frozen(self, info: LayerInfo, path: str):
-        tensors, meta = load_checkpoint(path)
-        check_compatible(meta, {"obs_dim": info.obs_dim, "action_space": repr(info.action_space)},
-                         f"checkpoint {path} for layer {info.name!r}")
-        lc = policy_config(meta)
-        policy = build_policy(info, lc, 0)
-        load_module_state(policy, tensors)
-        policy.eval()
+        policy, lc, _ = load_policy(info, path)
         roles = info.slot_roles if lc.roles else None
 
         def act(d: Decision) -> np.ndarray:
             return _to_space(self._sample(policy, d, roles, lc.centralized, self.spec.deterministic)[0],
                              info.action_space)
         return act
-
-    @contextlib.contextmanager
-    def _rng(self):
-        """This worker's own torch random stream (so workers sharing a process stay independent)."""
-        saved = torch.get_rng_state()
-        torch.set_rng_state(self._torch_state)
-        try:
-            yield
-        finally:
-            self._torch_state = torch.get_rng_state()
-            torch.set_rng_state(saved)
 
     # ---- acting ----------------------------------------------------------------------------
     def _sample(self, policy, d: Decision, roles, centralized: bool, deterministic: bool = False):
@@ -150,7 +131,7 @@ class Worker:
         r = None if roles is None else torch.from_numpy(np.tile(roles, E))
         crit = critic_obs(d.obs, self.hier.slot_alive(d.layer)) if centralized else None
         c = None if crit is None else torch.from_numpy(crit.reshape(E * S, -1))
-        with self._rng():
+        with self._stream.active():
             a, logp, v = policy.act(obs, mask=mask, roles=r, critic_obs=c, deterministic=deterministic)
         a = a.numpy()
         return a.reshape((E, S) + a.shape[1:]), logp.numpy().reshape(E, S), v.numpy().reshape(E, S), crit

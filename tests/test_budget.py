@@ -68,7 +68,6 @@ def test_schedule_progress_is_where_the_rollout_started():
 
 
 def test_bottom_up_budget_per_stage(tmp_path):
-    sc = load_scenario("grid")
     names = ["high", "mid", "low"]
     tc, _ = resolve_overrides({"steps": "30000", "schedule": "bottom-up", "workers": "1"}, names, set())
     stages = plan_stages(names, names, tc)

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..checkpoint import check_compatible, load_checkpoint, load_module_state
 from ..interfaces import Decision, LayerInfo
 from .action_space import to_space
 
@@ -27,14 +26,8 @@ class LoadedPolicy:
 
 def load_policy(info: LayerInfo, path: str) -> LoadedPolicy:
     """A layer's policy from its checkpoint folder, refused if built for another obs size or action space."""
-    from ..learner import build_policy, policy_config
-    tensors, meta = load_checkpoint(path)
-    check_compatible(meta, {"obs_dim": info.obs_dim, "action_space": repr(info.action_space)},
-                     f"checkpoint {path} for layer {info.name!r}")
-    lc = policy_config(meta)
-    module = build_policy(info, lc, 0)
-    load_module_state(module, tensors)
-    module.eval()
+    from ..learner import load_policy as load_checkpointed
+    module, lc, meta = load_checkpointed(info, path)
     return LoadedPolicy(module, info.slot_roles if lc.roles else None, meta, str(path))
 
 

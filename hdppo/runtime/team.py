@@ -6,7 +6,6 @@ running the same HierarchyEnv as training over a HostEnv that holds the caller's
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,20 +88,8 @@ class Team:
         return policy_actor(info, loaded, self.deterministic)
 
     def _seed_streams(self, seed: int) -> None:
-        import torch
-        self._torch_state = torch.Generator().manual_seed(seed).get_state()
-
-    @contextlib.contextmanager
-    def _rng(self):
-        """The team's own torch random stream (as a training worker keeps its own)."""
-        import torch
-        saved = torch.get_rng_state()
-        torch.set_rng_state(self._torch_state)
-        try:
-            yield
-        finally:
-            self._torch_state = torch.get_rng_state()
-            torch.set_rng_state(saved)
+        from ..torch_stream import TorchStream
+        self._stream = TorchStream(seed)        # the team's own torch random stream, as a worker's
 
     def _build_actors(self, seed: int) -> None:
         self._seed_streams(seed)
@@ -160,7 +147,7 @@ class Team:
             if not self.env.alive.any():
                 self._done = True
                 return {}
-            with self._rng():
+            with self._stream.active():
                 self.hier.step(self._decide)
         except AttributeError as exc:
             raise ScenarioError(f"a hook of scenario {self.scenario.name!r} read something the caller did not "
