@@ -8,8 +8,9 @@ one atomic step, so a folder named ``NNNNNN`` is complete by construction. ``RUN
 a relative symlink to the newest commit (what ``hdppo eval`` and ``--load`` read), swapped
 atomically after the rename. Leftovers of an interrupted commit are removed by ``recover``.
 
-``HDPPO_FAULT_WRITE=N:kill`` (or ``N:enospc``) makes the Nth write step of this process's commits
-exit at once (``os._exit(137)``, as SIGKILL) or fail with ENOSPC: the fault-injection tests use it.
+``HDPPO_FAULT_WRITE=N:kill`` (or ``N:enospc``, ``N:erofs``) makes the Nth write step of this
+process's commits exit at once (``os._exit(137)``, as SIGKILL) or fail with ENOSPC or EROFS: the
+fault-injection tests use it.
 """
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ def _fault_point() -> None:
         return
     n, _, kind = spec.partition(":")
     if int(n) == _writes:
-        if kind == "enospc":
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "(injected)")
+        if kind in ("enospc", "erofs"):
+            code = errno.ENOSPC if kind == "enospc" else errno.EROFS
+            raise OSError(code, os.strerror(code), "(injected)")
         os._exit(137)
 
 
