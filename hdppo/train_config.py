@@ -156,7 +156,7 @@ def check_train_config(cfg: TrainConfig) -> None:
          cfg.checkpoint_seconds, "> 0 (seconds between run commits)")
     need(_finite(cfg.worker_timeout) and cfg.worker_timeout > 0, "worker_timeout", cfg.worker_timeout,
          "> 0 (seconds)")
-    need(_finite(cfg.log_every) and cfg.log_every > 0, "log_every", cfg.log_every, "> 0 (seconds)")
+    need(_finite(cfg.log_every) and cfg.log_every >= 0, "log_every", cfg.log_every, ">= 0 (seconds; 0 = every round)")
     need(_finite(cfg.worker_cpus) and cfg.worker_cpus > 0, "worker_cpus", cfg.worker_cpus, "> 0")
     need(_finite(cfg.worker_gpus) and cfg.worker_gpus >= 0, "worker_gpus", cfg.worker_gpus, ">= 0")
     check_device(cfg.device)

@@ -16,7 +16,7 @@ BAD = [
     ("max_staleness=-1", "max_staleness"), ("device=tpu", "tpu"), ("device=cuda:7", "cuda:7"),
     ("steps=0", "steps"), ("envs_per_worker=0", "envs_per_worker"), ("workers=-2", "workers"),
     ("finetune=1.0", "finetune"), ("checkpoint_seconds=0", "checkpoint_seconds"),
-    ("worker_timeout=-5", "worker_timeout"), ("log_every=0", "log_every"), ("activation=sigmoid", "activation"),
+    ("worker_timeout=-5", "worker_timeout"), ("log_every=-1", "log_every"), ("activation=sigmoid", "activation"),
     ("policy=transformer", "policy"), ("worker_cpus=0", "worker_cpus"), ("checkpoint_every=0", "checkpoint_every"),
     ("seed=-1", "seed"),
 ]
