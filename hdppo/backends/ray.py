@@ -270,7 +270,7 @@ class RayBackend(Backend):
         return WorkerError(f"worker {w} (Ray actor{where}) died during {method}{used}; last error: {_short(exc)}",
                            "look for an out-of-memory kill, a crash in the scenario, or a lost node "
                            "(`ray status`, /tmp/ray/session_latest/logs); `hdppo train --resume RUN` continues "
-                           "from the last checkpoint")
+                           "from the last run commit")
 
     # ---- shutdown ----------------------------------------------------------------------------------
     def close(self) -> None:
