@@ -80,7 +80,11 @@ class StageLoop:
     def _run_sync(self) -> None:
         workers = list(range(self.backend.n_workers))
         while not self.done:
-            results: list[CollectResult] = self.backend.call(workers, "collect")
+            try:
+                results: list[CollectResult] = self.backend.call(workers, "collect")
+            except HdppoError:
+                self.commit_before_error()
+                raise
             self.after_collect(results)
             due = results[0].due
             if any(r.due != due for r in results):
@@ -183,6 +187,18 @@ class StageLoop:
             self.last_commit = time.monotonic()
             self.since_commit = {n: 0 for n in self.order}
         self.t.check_stop()
+
+    def commit_before_error(self) -> None:
+        """A worker failed (died, hung, raised) in a sync collect: nothing has changed since the last
+        round boundary, so that state is committed before the error ends the run. A failure inside
+        an update leaves the servers part-way, and the last commit stands instead."""
+        if not any(self.since_commit.values()):
+            return
+        try:
+            self.t.commit_now(self.servers, self.stage.name)
+        except Exception as exc:                    # the worker's error is the one to report
+            import warnings
+            warnings.warn(f"could not commit before stopping: {exc}", stacklevel=2)
 
     # ---- bookkeeping ---------------------------------------------------------------------------
     def after_collect(self, results: list[CollectResult]) -> None:
