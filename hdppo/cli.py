@@ -137,7 +137,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                   f"{spec.train.n_workers()} {spec.train.backend} worker(s) x {spec.train.envs_per_worker} envs, "
                   f"{spec.train.steps:,} env steps, schedule {spec.train.schedule} -> {trainer.out}")
     if args.resume and trainer.commit is not None:
-        dropped = sum(getattr(trainer, "dropped_rows", {}).values())
+        dropped = sum(trainer.dropped_rows.values())
         console.print(f"resuming from commit {trainer.commit.number} at env step {trainer.commit.env_steps:,}"
                       + (f" ({dropped} metric rows written after it were cut)" if dropped else ""), highlight=False)
     from .budget import format_budget

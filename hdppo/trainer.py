@@ -112,6 +112,7 @@ class Trainer:
         self.stop_signal: int | None = None
         self.sink: MetricsSink | None = None
         self.reinit = set(reinit)
+        self.dropped_rows: dict[str, int] = {}      # metrics rows after the resumed commit, cut off
         for layer in self.reinit:
             if layer not in spec.layers:
                 raise ConfigError(f"--reinit {layer}: {layer!r} is not a layer this run trains",
@@ -119,6 +120,7 @@ class Trainer:
         if resume:
             self._load_state()
             self._extend_budget()
+            self._settle()
         else:
             self._init_run_dir()
         self.budget: list[StageBudget] = self._plan_budget()     # after every refusal: warnings only for real runs
@@ -175,7 +177,14 @@ class Trainer:
         try:
             recover(self.out)
             self.commit, state = choose_commit(self.out, self.stages, self.reinit)
-            self.state.update(state)
+        except OSError as exc:
+            raise self.write_error(exc, "every commit, untouched") from None
+        self.state.update(state)
+
+    def _settle(self) -> None:
+        """Once the resume is accepted: metrics cut back to the commit, checkpoints/ pointing at it."""
+        assert self.commit is not None
+        try:
             self.dropped_rows = truncate_metrics(self.out, self.commit.manifest.get("metrics_rows", {}))
             point_checkpoints(self.out, self.commit.number)
         except OSError as exc:
