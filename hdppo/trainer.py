@@ -251,9 +251,9 @@ class Trainer:
         RunInterrupted (a second signal stops at once, without a commit: KeyboardInterrupt)."""
         summary: dict[str, Any] = {}
         purge = int(self.state["env_steps"]) if self.commit is not None and self.state["env_steps"] else None
-        self.sink = MetricsSink(self.out, purge_step=purge)
         restore = self._catch_signals()
         try:
+            self.sink = MetricsSink(self.out, purge_step=purge)
             while self.state["stage"] < len(self.stages):
                 self.check_stop()
                 stage = self.stages[self.state["stage"]]
@@ -265,7 +265,8 @@ class Trainer:
             raise
         finally:
             restore()
-            self.sink.close()
+            if self.sink is not None:
+                self.sink.close()
         return summary
 
     def check_stop(self) -> None:
