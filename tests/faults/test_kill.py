@@ -91,3 +91,25 @@ def test_twenty_kills_lose_nothing(tmp_path, capsys):
     assert not leftovers
     print(f"\nfaults injected: {kills} SIGKILLs ({inside_commit} inside a commit), resumed from commits "
           f"{resumed_from}; updates per layer equal to the uninterrupted run")
+
+
+def test_a_kill_then_resume_never_moves_a_layer_back(tmp_path):
+    """The issue's reproduction, with nothing but the CLI and the CSVs: SIGKILL a few seconds into a
+    run whose layers have not been saved since the start, resume it, and no layer's version or step
+    may go back (the old trainer re-created such layers from random weights but kept its step count)."""
+    import subprocess
+    import sys
+    from fault_helpers import column
+    run, log = tmp_path / "run", tmp_path / "train.log"
+    proc = launch(["train", *GRID, "--backend", "inline", "--workers", "2", "--steps", "8000", "log_every=1",
+                   "checkpoint_every=1000", "--out", run], log)
+    wait_for(lambda: (run / "metrics" / "high.csv").is_file() and len(column(run, "high", "step")) >= 3, 120,
+             "three commander updates", proc)
+    time.sleep(2.5)                                           # past a state save every log_every second
+    assert proc.poll() is None, "the run finished before the kill: raise --steps"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    done = subprocess.run([sys.executable, "-m", "hdppo.cli", "train", "--resume", str(run)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert_consistent(run)
