@@ -111,19 +111,22 @@ class ProcessBackend(Backend):
         conns = {self._conns[w]: w for w in self._busy}
         if not conns:
             raise RuntimeError("wait_any() with no call outstanding")
-        now = time.monotonic()
-        deadlines = [self._deadline[w] - now for w in self._busy if w in self._deadline]
-        limit = min(deadlines, default=None)
-        if timeout is not None:
-            limit = timeout if limit is None else min(limit, timeout)
-        ready = wait(list(conns), timeout=None if limit is None else max(limit, 0.0))
-        if not ready:
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            now = time.monotonic()
+            limits = [self._deadline[w] - now for w in self._busy if w in self._deadline]
+            if end is not None:
+                limits.append(end - now)
+            ready = wait(list(conns), timeout=max(min(limits), 0.0) if limits else None)
+            if ready:
+                break
             late = [w for w in self._busy if w in self._deadline and self._deadline[w] <= time.monotonic()]
             if late:
                 raise self._hung(late[0])
-            names = ", ".join(f"worker {w} ({m})" for w, m in self._busy.items())
-            raise WorkerError(f"no answer within {timeout:.0f} s from {names}",
-                              "check the scenario for a hang, or raise the timeout")
+            if end is not None and time.monotonic() >= end:
+                names = ", ".join(f"worker {w} ({m})" for w, m in self._busy.items())
+                raise WorkerError(f"no answer within {timeout:.0f} s from {names}",
+                                  "check the scenario for a hang, or raise the timeout")
         conn = ready[0]
         w = conns[conn]
         try:

@@ -181,6 +181,8 @@ class RayBackend(Backend):
             done, _ = ray.wait(list(self._pending), num_returns=1, timeout=left)
             if not done and self._restart_hung():
                 continue
+            if not done and (deadline is None or time.monotonic() < deadline):
+                continue                           # ray.wait can return a little before a worker's deadline
             if not done:
                 names = ", ".join(f"worker {w} ({m})" for w, m in self._busy.items())
                 raise WorkerError(f"no answer within {timeout:.0f} s from {names}",
