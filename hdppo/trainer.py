@@ -27,7 +27,7 @@ from .metrics import MetricsSink
 from .resume import choose_commit, metrics_rows, truncate_metrics
 from .scenario import Scenario, load_scenario
 from .server import ParameterServer
-from .train_config import TrainConfig, train_config_to_dict
+from .train_config import TrainConfig, check_train_config, train_config_to_dict
 from .worker import WorkerSpec
 
 
@@ -103,6 +103,7 @@ class Trainer:
                                   f"use one of {self.names} or all")
         for layer in self.names:
             self.tc.layer(layer)
+        check_train_config(self.tc)                 # also for configs built in Python, not through overrides
         self._check_sync_modes()
         self._check_frozen()
         self.stages = plan_stages(self.names, spec.layers, self.tc)
