@@ -90,26 +90,48 @@ def _train_spec(args: argparse.Namespace):
     return RunSpec(args.scenario, scenario_overrides, tc, layers, frozen, out)
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
+def _resume_spec(args: argparse.Namespace):
+    """The RunSpec of `--resume RUN`: everything from RUN/config.json, only --steps may change."""
     from pathlib import Path
+    from .config import coerce
+    from .errors import ConfigError
+    from .runfolder import load_run_config, resolve_scenario
+    from .train_config import check_train_config, train_config_from_dict
+    from .trainer import RunSpec
+    given = [f"the scenario {args.scenario!r}"] if args.scenario else []
+    given += [f"{a!r}" for a in args.overrides or []]
+    given += [f"--{flag}" for flag in ("seed", "workers", "backend", "schedule", "address", "config", "out", "load")
+              if getattr(args, flag)]
+    if args.layer != "all":
+        given.append("--layer")
+    if given:
+        raise ConfigError(f"--resume continues {args.resume} exactly as its config.json says, so {', '.join(given)} "
+                          "would be ignored", "drop them (only --steps and --reinit go with --resume), or start a "
+                          "new run with --out")
+    config = load_run_config(args.resume)
+    tc = train_config_from_dict(config["train"])
+    if args.steps is not None:
+        tc.steps = coerce(args.steps, int, "steps")
+    if args.no_progress:
+        tc.progress = False
+    check_train_config(tc)
+    return RunSpec(resolve_scenario(args.resume, config), config["scenario_overrides"], tc, config["layers"],
+                   config["frozen"], Path(args.resume))
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    import signal
     from rich.console import Console
-    from .trainer import RunSpec, Trainer
+    from .trainer import RunInterrupted, Trainer
     console = Console()
+    reinit = tuple(n.strip() for item in args.reinit or [] for n in item.split(",") if n.strip())
     if args.resume:
-        from .runfolder import load_run_config
-        from .train_config import train_config_from_dict
-        config = load_run_config(args.resume)
-        tc = train_config_from_dict(config["train"])
-        if args.steps is not None:
-            from .config import coerce
-            from .train_config import check_train_config
-            tc.steps = coerce(args.steps, int, "steps")
-            check_train_config(tc)
-        from .runfolder import resolve_scenario
-        spec = RunSpec(resolve_scenario(args.resume, config), config["scenario_overrides"], tc, config["layers"],
-                       config["frozen"], Path(args.resume))
-        trainer = Trainer(spec, resume=True)
+        spec = _resume_spec(args)
+        trainer = Trainer(spec, resume=True, reinit=reinit)
     else:
+        if reinit:
+            from .errors import ConfigError
+            raise ConfigError("--reinit only goes with --resume", "drop --reinit, or add --resume RUN")
         from .runfolder import record_resolved, record_scenario
         spec = _train_spec(args)
         trainer = Trainer(spec)
@@ -118,20 +140,34 @@ def _cmd_train(args: argparse.Namespace) -> int:
     console.print(f"[bold]hdppo train[/] {trainer.scenario.name}: layers {spec.layers} on "
                   f"{spec.train.n_workers()} {spec.train.backend} worker(s) x {spec.train.envs_per_worker} envs, "
                   f"{spec.train.steps:,} env steps, schedule {spec.train.schedule} -> {trainer.out}")
+    if args.resume and trainer.commit is not None:
+        dropped = sum(trainer.dropped_rows.values())
+        console.print(f"resuming from commit {trainer.commit.number} at env step {trainer.commit.env_steps:,}"
+                      + (f" ({dropped} metric rows written after it were cut)" if dropped else ""), highlight=False)
     from .budget import format_budget
     for line in format_budget(trainer.budget):
         console.print(line, highlight=False)
     try:
         summary = trainer.run()
+    except RunInterrupted as stop:
+        where = (f"commit {stop.commit.number} at env step {stop.commit.env_steps:,}" if stop.commit
+                 else "no commit")
+        print(f"hdppo: stopped by {signal.Signals(stop.signum).name}; saved {where} in {trainer.out}; continue "
+              f"with `hdppo train --resume {trainer.out}`", file=sys.stderr)
+        return 128 + stop.signum
     except KeyboardInterrupt:
-        console.print(f"interrupted; checkpoints saved in {trainer.out}/checkpoints; continue with "
-                      f"`hdppo train --resume {trainer.out}`")
+        where = (f"the last commit ({trainer.commit.number}, env step {trainer.commit.env_steps:,}) stands"
+                 if trainer.commit else "nothing was committed")
+        print(f"hdppo: stopped at once by a second signal; {where}; continue with "
+              f"`hdppo train --resume {trainer.out}`", file=sys.stderr)
         return 130
     for stage, info in summary.items():
         sps = info["env_steps"] / max(info["seconds"], 1e-9)
         console.print(f"stage {stage}: {info['env_steps']:,} env steps in {info['seconds']:.1f} s "
                       f"({sps:,.0f} steps/s), PPO updates {info['rounds']} (optimizer steps "
                       f"{info['updates']})", highlight=False)
+    if not summary:
+        console.print(f"nothing to do: the run has done its {spec.train.steps:,} env steps", highlight=False)
     console.print(f"run folder: {trainer.out}   evaluate with `hdppo eval {trainer.out}`")
     return 0
 
@@ -254,7 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--address", help="ray backend: join the Ray cluster at HOST:PORT (default: RAY_ADDRESS or a local Ray)")
     t.add_argument("--config", help="YAML file of overrides (key=value arguments win)")
     t.add_argument("--out", help="run folder (default runs/SCENARIO-TIME); must be new or empty")
-    t.add_argument("--resume", metavar="RUN", help="continue the run in this folder")
+    t.add_argument("--resume", metavar="RUN", help="continue the run in this folder from its newest commit")
+    t.add_argument("--reinit", action="append", metavar="LAYER",
+                   help="with --resume: re-create LAYER from random weights (when its checkpoint is missing or damaged)")
     t.add_argument("--no-progress", action="store_true", help="print plain progress lines instead of a live table")
     t.add_argument("--debug", action="store_true", help="show full tracebacks")
     t.set_defaults(func=_cmd_train)

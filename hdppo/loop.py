@@ -8,7 +8,6 @@ import numpy as np
 
 from .backends import Backend
 from .budget import schedule_progress
-from .checkpoint import save_checkpoint
 from .diagnostics import action_divergence, state_divergence
 from .errors import HdppoError
 from .metrics import CpuMeter, MetricsSink, Progress
@@ -39,6 +38,8 @@ class StageLoop:
         self.t0 = time.perf_counter()
         self.steps_at_start = trainer.state["stage_steps"]
         self.rounds: dict[str, int] = {}
+        self.since_commit: dict[str, int] = {n: 0 for n in self.order}     # updates since the last run commit
+        self.last_commit = time.monotonic()
         for name, s in servers.items():
             self.publish(name)
 
@@ -70,9 +71,6 @@ class StageLoop:
                 self._run_sync()
         finally:
             self.progress.stop()
-            for name in self.order:
-                self.save(name)
-            self.t._save_state()
         return {"env_steps": self.t.state["stage_steps"],
                 "seconds": time.perf_counter() - self.t0,
                 "updates": {n: s.stats.updates for n, s in self.servers.items()},
@@ -82,7 +80,11 @@ class StageLoop:
     def _run_sync(self) -> None:
         workers = list(range(self.backend.n_workers))
         while not self.done:
-            results: list[CollectResult] = self.backend.call(workers, "collect")
+            try:
+                results: list[CollectResult] = self.backend.call(workers, "collect")
+            except HdppoError:
+                self.commit_before_error()
+                raise
             self.after_collect(results)
             due = results[0].due
             if any(r.due != due for r in results):
@@ -91,6 +93,7 @@ class StageLoop:
             for name in self.order:
                 if name in due:
                     self.update_sync(name, results)
+            self.boundary()
 
     def update_sync(self, name: str, results: list[CollectResult]) -> None:
         server, lc, pool = self.servers[name], self.tc.layers[name], self.pools[name]
@@ -171,6 +174,33 @@ class StageLoop:
                         self.publish(name)
                         self.log_update(name, [out], list(latest[name].values()))
             next_call(w)
+            if calls and not self.done:
+                self.boundary()
+
+    # ---- commits -------------------------------------------------------------------------------
+    def boundary(self) -> None:
+        """Between rounds (sync) or answers (async): commit when checkpoint_seconds have passed, a
+        layer has made checkpoint_every updates, or a stop signal came (then stop)."""
+        stop = self.t.stop_signal is not None
+        due = (time.monotonic() - self.last_commit >= self.tc.checkpoint_seconds
+               or any(n >= self.tc.checkpoint_every for n in self.since_commit.values()))
+        if stop or (due and not self.done):
+            self.t.commit_now(self.servers, self.stage.name)
+            self.last_commit = time.monotonic()
+            self.since_commit = {n: 0 for n in self.order}
+        self.t.check_stop()
+
+    def commit_before_error(self) -> None:
+        """A worker failed (died, hung, raised) in a sync collect: nothing has changed since the last
+        round boundary, so that state is committed before the error ends the run. A failure inside
+        an update leaves the servers part-way, and the last commit stands instead."""
+        if not any(self.since_commit.values()):
+            return
+        try:
+            self.t.commit_now(self.servers, self.stage.name)
+        except Exception as exc:                    # the worker's error is the one to report
+            import warnings
+            warnings.warn(f"could not commit before stopping: {exc}", stacklevel=2)
 
     # ---- bookkeeping ---------------------------------------------------------------------------
     def observe_returns(self, name: str, results: list[CollectResult]) -> None:
@@ -186,6 +216,9 @@ class StageLoop:
 
     def after_collect(self, results: list[CollectResult]) -> None:
         steps = sum(r.env_steps for r in results)
+        per_worker = self.t.state["worker_steps"]
+        for r in results:
+            per_worker[r.worker] += r.env_steps // self.tc.envs_per_worker
         self.t.state["env_steps"] += steps
         self.t.state["stage_steps"] += steps
         for s in self.servers.values():
@@ -222,7 +255,6 @@ class StageLoop:
                 if rate is not None:
                     row[f"goal_success/{name}"] = rate
             self.sink.log("run", self.t.state["env_steps"], row)
-            self.t._save_state()
 
     def log_update(self, name: str, rows: list[dict], results: list[CollectResult]) -> None:
         server = self.servers[name]
@@ -263,8 +295,7 @@ class StageLoop:
         self.layer_view[name].update({"updates": server.stats.updates, "version": server.version,
                                       "kl": values.get("approx_kl", float("nan")),
                                       "clipfrac": values.get("clipfrac", float("nan"))})
-        if self.rounds[name] % max(self.tc.checkpoint_every, 1) == 0:
-            self.save(name)
+        self.since_commit[name] += 1
 
     def worker_rows_due(self, name: str) -> bool:
         """Per-worker rows at most every log_every seconds per layer (and at a stage's end): with 16
@@ -290,8 +321,3 @@ class StageLoop:
                 row["transitions"] = st["transitions"]
                 row["explained_variance"] = st["explained_variance"]
             self.sink.log(f"{name}/worker_{r.worker}", self.t.state["env_steps"], row)
-
-    def save(self, name: str) -> None:
-        tensors, meta = self.servers[name].state()
-        meta.update({"scenario": self.t.scenario.name, "stage": self.stage.name})
-        save_checkpoint(self.t.checkpoint_dir(name), tensors, meta)

@@ -85,7 +85,7 @@ class MetricsSink:
     skipped). Existing CSVs are appended to, so a resumed run continues its files. Thread-safe.
     """
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = True) -> None:
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, purge_step: int | None = None) -> None:
         self.run_dir = Path(run_dir)
         (self.run_dir / "metrics").mkdir(parents=True, exist_ok=True)
         self._csvs: dict[str, _ScopeCsv] = {}
@@ -101,7 +101,8 @@ class MetricsSink:
                     stacklevel=2,
                 )
             else:
-                self._tb = SummaryWriter(log_dir=str(self.run_dir / "tb"), flush_secs=10)
+                # purge_step: a resumed run hides the events logged after the commit it continues from
+                self._tb = SummaryWriter(log_dir=str(self.run_dir / "tb"), flush_secs=10, purge_step=purge_step)
 
     def log(self, scope: str, step: int, values: dict[str, float]) -> None:
         """Record ``values`` for ``scope`` at ``step`` (values must convert with float())."""

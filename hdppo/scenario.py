@@ -162,9 +162,14 @@ class Scenario:
         """The scenario's config with overrides applied; errors name the scenario."""
         from .errors import ConfigError
         try:
-            return apply_overrides(self.config(), overrides or {}, what=f"scenario {self.name!r} config")
+            cfg = apply_overrides(self.config(), overrides or {}, what=f"scenario {self.name!r} config")
         except ConfigError as exc:
             raise ScenarioError(exc.problem, exc.fix, where=f"scenario {self.name!r}") from None
+        gamma = getattr(cfg, "gamma", 0.99)
+        if not (isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0):
+            raise ConfigError(f"value {gamma!r} for 'gamma' is out of range",
+                              "pass gamma in (0, 1] (the discount of every layer's SMDP returns)")
+        return cfg
 
     def build_layers(self, cfg: Any) -> list[Layer]:
         """The layer specs with config overrides applied, validated (goal spaces, intervals, names)."""

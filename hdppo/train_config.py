@@ -77,7 +77,9 @@ class TrainConfig:
     backend: Literal["inline", "process", "ray"] = "process"
     schedule: Literal["concurrent", "bottom-up"] = "concurrent"
     finetune: float = 0.0                 # bottom-up: fraction of steps for a final joint stage
-    checkpoint_every: int = 20            # rollout updates of a layer between its checkpoints
+    checkpoint_every: int = 20            # a run commit at least every this many updates of a layer
+    checkpoint_seconds: float = 60.0      # a run commit (state + every layer) at least this often, and at the end
+    worker_timeout: float = 300.0         # seconds a worker call may take (scaled by the work asked) before it counts as hung
     log_every: float = 5.0                # seconds between metric rows
     progress: bool = True
     device: str = "cpu"                   # where servers train in experience mode
@@ -150,6 +152,17 @@ def check_train_config(cfg: TrainConfig) -> None:
     need(0.0 <= cfg.finetune < 1.0, "finetune", cfg.finetune, "in [0, 1)")
     need(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, ">= 1")
     need(cfg.worker_restarts >= 0, "worker_restarts", cfg.worker_restarts, ">= 0 (0 = never restart)")
+    need(cfg.seed >= 0, "seed", cfg.seed, ">= 0")
+    need(_finite(cfg.checkpoint_seconds) and cfg.checkpoint_seconds > 0, "checkpoint_seconds",
+         cfg.checkpoint_seconds, "> 0 (seconds between run commits)")
+    need(_finite(cfg.worker_timeout) and cfg.worker_timeout > 0, "worker_timeout", cfg.worker_timeout,
+         "> 0 (seconds)")
+    need(_finite(cfg.log_every) and cfg.log_every >= 0, "log_every", cfg.log_every, ">= 0 (seconds; 0 = every round)")
+    need(_finite(cfg.worker_cpus) and cfg.worker_cpus > 0, "worker_cpus", cfg.worker_cpus, "> 0")
+    need(_finite(cfg.worker_gpus) and cfg.worker_gpus >= 0, "worker_gpus", cfg.worker_gpus, ">= 0")
+    check_device(cfg.device)
+    for name, lc in cfg.layers.items():
+        check_layer_ranges(name, lc, need)
     for name, lc in cfg.layers.items():
         for key, ok, rule in (("lr", lc.lr > 0, "> 0"), ("epochs", lc.epochs >= 1, ">= 1"),
                               ("minibatches", lc.minibatches >= 1, ">= 1"), ("rollout", lc.rollout >= 0, ">= 0"),
@@ -158,6 +171,49 @@ def check_train_config(cfg: TrainConfig) -> None:
                               ("max_staleness", lc.max_staleness >= 0, ">= 0"),
                               ("sync_every", lc.sync_every >= 0, ">= 0")):
             need(ok, f"{name}.{key}", getattr(lc, key), rule)
+
+
+def _finite(x: float) -> bool:
+    return isinstance(x, (int, float)) and x == x and abs(x) != float("inf")
+
+
+def check_layer_ranges(name: str, lc: LayerConfig, need: Any) -> None:
+    """Ranges of the PPO coefficients and the network shape of one layer (a negative max_grad_norm
+    would flip the gradient; gamma is the scenario's, see ScenarioConfig)."""
+    for key, ok, rule in (
+            ("lr", _finite(lc.lr) and lc.lr > 0, "> 0"),
+            ("max_grad_norm", _finite(lc.max_grad_norm) and lc.max_grad_norm > 0, "> 0 (the gradient's norm cap)"),
+            ("clip_eps", _finite(lc.clip_eps) and lc.clip_eps > 0, "> 0"),
+            ("vf_coef", _finite(lc.vf_coef) and lc.vf_coef >= 0, ">= 0"),
+            ("ent_coef", _finite(lc.ent_coef) and lc.ent_coef >= 0, ">= 0"),
+            ("ent_coef_final", _finite(lc.ent_coef_final) and lc.ent_coef_final >= 0, ">= 0")):
+        need(ok, f"{name}.{key}", getattr(lc, key), rule)
+    hidden = tuple(lc.hidden) if isinstance(lc.hidden, (list, tuple)) else (lc.hidden,)
+    need(all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in hidden), f"{name}.hidden", lc.hidden,
+         "as sizes > 0, e.g. hidden=64,64")
+    from policies.factory import POLICIES
+    from policies.mlp import ACTIVATIONS
+    need(lc.activation in ACTIVATIONS, f"{name}.activation", lc.activation, f"as one of {', '.join(ACTIVATIONS)}")
+    need(lc.policy in POLICIES, f"{name}.policy", lc.policy, f"as one of {', '.join(sorted(POLICIES))}")
+
+
+def check_device(device: str) -> None:
+    """`cpu`, `cuda`, `cuda:N` (when torch sees that GPU) or `mps`; anything else is refused here,
+    before any process starts."""
+    import re
+    if device == "cpu":
+        return
+    if not re.fullmatch(r"cuda(:\d+)?|mps", str(device)):
+        raise ConfigError(f"device {device!r} is not a torch device hdppo trains on",
+                          "pass device=cpu, device=cuda, device=cuda:N or device=mps")
+    import torch
+    if device.startswith("cuda"):
+        index = int(device.split(":")[1]) if ":" in device else 0
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            raise ConfigError(f"device {device!r} is not available here (torch sees {torch.cuda.device_count()} "
+                              "CUDA device(s))", "pass device=cpu, or run on a machine with that GPU")
+    elif not torch.backends.mps.is_available():
+        raise ConfigError("device 'mps' is not available here", "pass device=cpu")
 
 
 def train_config_to_dict(cfg: TrainConfig) -> dict[str, Any]:

@@ -7,7 +7,9 @@ too stale. Experience mode sends transitions and the server runs the PPO epochs.
 """
 from __future__ import annotations
 
+import errno
 import json
+import signal
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,14 +18,16 @@ from typing import Any
 
 from .backends import make_backend
 from .budget import StageBudget, plan_budget, starved
-from .checkpoint import check_compatible, load_checkpoint
-from .errors import ConfigError
+from .checkpoint import CheckpointError, check_compatible, load_checkpoint
+from .commit import Commit, point_checkpoints, recover, write_commit
+from .errors import ConfigError, HdppoError
 from .hierarchy import HierarchyEnv, LayerInfo
 from .loop import StageLoop
 from .metrics import MetricsSink
+from .resume import choose_commit, metrics_rows, truncate_metrics
 from .scenario import Scenario, load_scenario
 from .server import ParameterServer
-from .train_config import TrainConfig, train_config_to_dict
+from .train_config import TrainConfig, check_train_config, train_config_to_dict
 from .worker import WorkerSpec
 
 
@@ -34,6 +38,19 @@ class Stage:
     trained: list[str]
     steps: int
     name: str = "train"
+
+
+WORK_UNIT = 16 * 256          # env steps per copy x copies of a default collect: worker_timeout covers this much
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, getattr(errno, "EDQUOT", -1)}
+
+
+class RunInterrupted(Exception):
+    """SIGINT, SIGTERM or SIGHUP stopped the run after it committed."""
+
+    def __init__(self, signum: int, commit: Commit | None) -> None:
+        self.signum, self.commit = signum, commit
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
 
 
 @dataclass
@@ -71,7 +88,7 @@ def plan_stages(names: list[str], trained: list[str], tc: TrainConfig) -> list[S
 class Trainer:
     """Runs a RunSpec to completion (or resumes it), writing everything into the run folder."""
 
-    def __init__(self, spec: RunSpec, resume: bool = False) -> None:
+    def __init__(self, spec: RunSpec, resume: bool = False, reinit: tuple[str, ...] = ()) -> None:
         import torch
         torch.set_num_threads(1)   # the servers' maths must not depend on the thread count
         self.spec, self.tc = spec, spec.train
@@ -86,13 +103,25 @@ class Trainer:
                                   f"use one of {self.names} or all")
         for layer in self.names:
             self.tc.layer(layer)
+        check_train_config(self.tc)                 # also for configs built in Python, not through overrides
         self._check_sync_modes()
         self._check_frozen()
         self.stages = plan_stages(self.names, spec.layers, self.tc)
-        self.state = {"env_steps": 0, "stage": 0, "stage_steps": 0, "finished": False}
+        self.state: dict[str, Any] = {"env_steps": 0, "stage": 0, "stage_steps": 0, "finished": False,
+                                      "worker_steps": []}
+        self.commit: Commit | None = None
+        self.stop_signal: int | None = None
+        self.sink: MetricsSink | None = None
+        self.reinit = set(reinit)
+        self.dropped_rows: dict[str, int] = {}      # metrics rows after the resumed commit, cut off
+        for layer in self.reinit:
+            if layer not in spec.layers:
+                raise ConfigError(f"--reinit {layer}: {layer!r} is not a layer this run trains",
+                                  f"use one of {spec.layers}")
         if resume:
             self._load_state()
             self._extend_budget()
+            self._settle()
         else:
             self._init_run_dir()
         self.budget: list[StageBudget] = self._plan_budget()     # after every refusal: warnings only for real runs
@@ -117,14 +146,20 @@ class Trainer:
         if self.out.exists() and any(self.out.iterdir()):
             raise ConfigError(f"run folder {self.out} already exists and is not empty",
                               f"pass a new --out, or continue it with `hdppo train --resume {self.out}`")
-        self.out.mkdir(parents=True, exist_ok=True)
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self.write_error(exc, "nothing (the run did not start)") from None
         config = {"scenario": self.spec.scenario, "scenario_name": self.scenario.name,
                   "scenario_overrides": self.spec.scenario_overrides,
                   "scenario_config": _jsonable(self.cfg), "train": train_config_to_dict(self.tc),
                   "layers": self.spec.layers, "frozen": self.spec.frozen,
                   "layer_names": self.names, "stages": [s.__dict__ for s in self.stages]}
-        _write_json(self.out / "config.json", config)
-        self._save_state()
+        try:
+            _write_json(self.out / "config.json", config)
+            self.commit_now({}, "start")
+        except OSError as exc:
+            raise self.write_error(exc, "nothing (the run did not start)") from None
 
     def _plan_budget(self) -> list[StageBudget]:
         """What the budget buys each layer; warns (at train start) about layers with too few updates."""
@@ -137,52 +172,132 @@ class Trainer:
         return budget
 
     def _load_state(self) -> None:
-        path = self.out / "state.json"
-        if not path.is_file():
-            raise ConfigError(f"{self.out} has no state.json, so it is not an hdppo run folder",
-                              "pass the folder a `hdppo train` run wrote")
-        self.state.update(json.loads(path.read_text()))
+        """Continue from the newest run commit: its state, its layers; metrics cut back to it."""
+        if not self.out.is_dir():
+            raise ConfigError(f"{self.out} is not a folder", "pass the --out folder of a `hdppo train` run")
+        try:
+            recover(self.out)
+            self.commit, state = choose_commit(self.out, self.stages, self.reinit)
+        except OSError as exc:
+            raise self.write_error(exc, "every commit, untouched") from None
+        self.state.update(state)
+
+    def _settle(self) -> None:
+        """Once the resume is accepted: metrics cut back to the commit, checkpoints/ pointing at it."""
+        assert self.commit is not None
+        try:
+            self.dropped_rows = truncate_metrics(self.out, self.commit.manifest.get("metrics_rows", {}))
+            point_checkpoints(self.out, self.commit.number)
+        except OSError as exc:
+            raise self.write_error(exc, "every commit, untouched") from None
+        for layer in sorted(self.reinit):
+            warnings.warn(f"--reinit {layer}: layer {layer!r} starts from random weights at env step "
+                          f"{int(self.state['env_steps']):,} (commit {self.commit.number})", stacklevel=2)
 
     def _extend_budget(self) -> None:
         """`--resume RUN --steps N` past what the run has done: the last stage trains on to N env steps in all."""
-        extra = self.tc.steps - int(self.state["env_steps"])
+        done = int(self.state["env_steps"])
+        config_path = self.out / "config.json"
+        config = json.loads(config_path.read_text())
+        if self.tc.steps < done and config["train"].get("steps") != self.tc.steps:
+            raise ConfigError(f"--steps {self.tc.steps:,} is fewer than the {done:,} env steps run {self.out} "
+                              "has already done, so resuming would do nothing",
+                              f"pass --steps above {done:,} to train on, or evaluate it: `hdppo eval {self.out}`")
+        extra = self.tc.steps - done
         if extra > 0 and self.state["stage"] >= len(self.stages):
             self.state.update(stage=len(self.stages) - 1, stage_steps=self.stages[-1].steps - extra,
                               finished=False)
-        config_path = self.out / "config.json"
-        config = json.loads(config_path.read_text())
         if config["train"].get("steps") != self.tc.steps:       # a later plain --resume keeps the new budget
             config["train"]["steps"] = self.tc.steps
             config["stages"] = [s.__dict__ for s in self.stages]
-            _write_json(config_path, config)
+            try:
+                _write_json(config_path, config)
+            except OSError as exc:
+                raise self.write_error(exc, f"commit {self.commit.number if self.commit else '-'}, untouched") from None
 
-    def _save_state(self) -> None:
-        _write_json(self.out / "state.json", self.state)
+    def commit_now(self, servers: dict[str, ParameterServer], stage: str) -> Commit:
+        """Write the state and every trained layer as the next run commit (see hdppo/commit.py);
+        layers trained in earlier stages are carried over from the previous commit."""
+        fresh = {}
+        for name, server in servers.items():
+            tensors, meta = server.state()
+            meta.update({"scenario": self.scenario.name, "stage": stage, "rng": server._rng.bit_generator.state})
+            fresh[name] = (tensors, meta)
+        carried = {n: self.commit.layer_dir(n) for n in self.commit.layers if n not in fresh} if self.commit else {}
+        number = self.commit.number + 1 if self.commit else 0
+        if self.sink is not None:
+            self.sink.flush()
+        self.commit = write_commit(self.out, number, dict(self.state), fresh, carried, metrics_rows(self.out))
+        _write_json(self.out / "state.json", dict(self.state, commit=number))   # a copy for people and tools
+        return self.commit
+
+    def write_error(self, exc: OSError, kept: str | None = None) -> HdppoError:
+        """An OSError on writing as one line: the path, the cause, and what is kept."""
+        if kept is None:
+            kept = (f"commit {self.commit.number} at env step {self.commit.env_steps:,}" if self.commit
+                    else "nothing")
+        path = exc.filename if exc.filename and exc.filename != "(injected)" else self.out
+        fix = ("free disk space" if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1))
+               else "make the folder writable or pass another --out")
+        return HdppoError(f"cannot write {path}: {exc.strerror or exc} (errno {exc.errno}); kept: {kept}",
+                          f"{fix}, then `hdppo train --resume {self.out}`" if self.commit
+                          else f"{fix}, then start the run again")
 
     def checkpoint_dir(self, layer: str) -> Path:
         return self.out / "checkpoints" / layer
 
     # ---- running -----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
+        """Run the remaining stages; SIGINT/SIGTERM/SIGHUP commit at the next round and raise
+        RunInterrupted (a second signal stops at once, without a commit: KeyboardInterrupt)."""
         summary: dict[str, Any] = {}
-        sink = MetricsSink(self.out)
+        purge = int(self.state["env_steps"]) if self.commit is not None and self.state["env_steps"] else None
+        restore = self._catch_signals()
         try:
+            self.sink = MetricsSink(self.out, purge_step=purge)
             while self.state["stage"] < len(self.stages):
+                self.check_stop()
                 stage = self.stages[self.state["stage"]]
-                summary[stage.name] = self._run_stage(stage, sink)
-                self.state["stage"] += 1
-                self.state["stage_steps"] = 0
-                self._save_state()
-            self.state["finished"] = True
-            self._save_state()
+                summary[stage.name] = self._run_stage(stage, self.sink)
+            self.check_stop()
+        except OSError as exc:
+            if exc.errno in WRITE_ERRNOS:
+                raise self.write_error(exc) from None
+            raise
         finally:
-            sink.close()
+            restore()
+            if self.sink is not None:
+                self.sink.close()
         return summary
+
+    def check_stop(self) -> None:
+        """Raise RunInterrupted if a stop signal came (call right after a commit)."""
+        if self.stop_signal is not None:
+            raise RunInterrupted(self.stop_signal, self.commit)
+
+    def _catch_signals(self):
+        """Stop signals set `stop_signal`; the loop commits at its next round and stops."""
+        def handler(signum: int, frame: Any) -> None:
+            if self.stop_signal is not None:
+                raise KeyboardInterrupt
+            self.stop_signal = signum
+        old = {}
+        for sig in STOP_SIGNALS:
+            try:
+                old[sig] = signal.signal(sig, handler)
+            except ValueError:                       # not the main thread: leave signals alone
+                pass
+
+        def restore() -> None:
+            for sig, h in old.items():
+                signal.signal(sig, h)
+        return restore
 
     def _stage_frozen(self, stage: Stage) -> dict[str, str]:
         frozen = dict(self.spec.frozen)
-        for name in self.names:     # layers trained in an earlier stage act from their checkpoint
-            if name not in stage.trained and (self.checkpoint_dir(name) / "meta.json").is_file():
+        committed = self.commit.layers if self.commit else []
+        for name in self.names:     # layers trained in an earlier stage act from the newest commit
+            if name not in stage.trained and name in committed:
                 frozen[name] = str(self.checkpoint_dir(name))
         return frozen
 
@@ -201,31 +316,76 @@ class Trainer:
         frozen = self._stage_frozen(stage)
         self._warn_untrained_below(stage, frozen)
         servers: dict[str, ParameterServer] = {}
+        committed = self.commit.layers if self.commit else []
         for name in stage.trained:
             i = self.names.index(name)
             server = ParameterServer(self.infos[i], self.tc.layers[name], seed=self.tc.seed * 31 + i,
                                      device=self.tc.device)
-            ckpt = self.checkpoint_dir(name)
-            if (ckpt / "meta.json").is_file():          # resuming, or fine-tuning after bottom-up stages
-                tensors, meta = load_checkpoint(ckpt)
-                server.load_state(tensors, meta)
+            if name in committed and name not in self.reinit:   # resuming, or fine-tuning after bottom-up stages
+                self._restore(server, name)
             elif name in self.spec.frozen:              # warm start from --load
                 from .checkpoint import load_module_state
                 tensors, _ = load_checkpoint(self.spec.frozen[name])
                 load_module_state(server.policy, tensors)
             servers[name] = server
             frozen.pop(name, None)
+        self.reinit -= set(stage.trained)
         n = self.tc.n_workers()
+        if self.state["stage_steps"] == 0 or len(self.state.get("worker_steps") or []) != n:
+            self.state["worker_steps"] = [0] * n
         specs = [WorkerSpec(self.spec.scenario, self.spec.scenario_overrides, train_config_to_dict(self.tc), w,
                             list(stage.trained), frozen) for w in range(n)]
         backend = make_backend(self.tc.backend, specs, {k: s.n_params for k, s in servers.items()},
                                address=self.tc.address, worker_cpus=self.tc.worker_cpus,
-                               worker_gpus=self.tc.worker_gpus, worker_restarts=self.tc.worker_restarts)
+                               worker_gpus=self.tc.worker_gpus, worker_restarts=self.tc.worker_restarts,
+                               counters=self.rollout_counters(stage), timeouts=self.call_timeouts(stage))
         loop = StageLoop(self, stage, servers, backend, sink)
         try:
-            return loop.run()
+            summary = loop.run()
         finally:
             backend.close()
+        self.state.update(stage=self.state["stage"] + 1, stage_steps=0)
+        self.state["finished"] = self.state["stage"] >= len(self.stages)
+        self.commit_now(servers, stage.name)
+        return summary
+
+    def _restore(self, server: ParameterServer, name: str) -> None:
+        """Load a layer's server (weights, Adam, version, schedule, RNG) from the current commit."""
+        assert self.commit is not None
+        path = self.commit.layer_dir(name)
+        fix = f"pass --reinit {name} to re-create it from random weights"
+        tensors, meta = load_checkpoint(path)
+        if meta.get("layer") != name:
+            raise CheckpointError(f"checkpoint {path} records layer {meta.get('layer')!r}, not {name!r}; {fix}")
+        info = self.infos[self.names.index(name)]
+        check_compatible(meta, {"obs_dim": info.obs_dim, "action_space": repr(info.action_space)},
+                         f"layer {name!r} in commit {path}")
+        try:
+            server.load_state(tensors, meta)
+            if isinstance(meta.get("rng"), dict):
+                server._rng.bit_generator.state = meta["rng"]
+        except CheckpointError:
+            raise
+        except (KeyError, ValueError, TypeError) as exc:
+            raise CheckpointError(f"checkpoint {path} of layer {name!r} has a malformed meta.json "
+                                  f"({type(exc).__name__}: {exc}); {fix}") from None
+
+    def rollout_counters(self, stage: Stage) -> list[dict[str, int]]:
+        """Per worker, env steps already in each layer's current rollout: a resumed stage falls due
+        at the same env steps as an uninterrupted one (the partial rollouts' data is not kept)."""
+        out = []
+        for steps in self.state["worker_steps"]:
+            out.append({name: int(steps) % self.tc.layers[name].rollout_steps(self.infos[self.names.index(name)].interval)
+                        for name in stage.trained})
+        return out
+
+    def call_timeouts(self, stage: Stage) -> dict[str, float]:
+        """Deadline per worker call: worker_timeout, scaled up for a collect asking more env steps
+        than WORK_UNIT (copies x the shortest rollout)."""
+        rollout = min(self.tc.layers[n].rollout_steps(self.infos[self.names.index(n)].interval) for n in stage.trained)
+        work = self.tc.envs_per_worker * rollout
+        base = float(self.tc.worker_timeout)
+        return {"collect": base * max(1.0, work / WORK_UNIT), "gradient": base, "experience": base, "pull": base}
 
 
 def _jsonable(cfg: Any) -> Any:
@@ -237,3 +397,4 @@ def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str))
     tmp.replace(path)
+

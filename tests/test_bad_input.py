@@ -145,13 +145,13 @@ def test_resume_of_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert not (tmp_path / "missing").exists()
 
 
-def test_resume_of_a_run_without_state_is_refused(saved_run, tmp_path, capsys):
+def test_resume_of_a_run_without_commits_is_refused(saved_run, tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(saved_run, run)
-    (run / "state.json").unlink()
+    shutil.rmtree(run / "commits")          # state.json is only a copy; the commits are what --resume reads
     before = snapshot(run)
     rc, _, err = cli(capsys, "train", "--resume", run)
-    assert_refused(rc, err, "state.json")
+    assert_refused(rc, err, "commit")
     assert snapshot(run) == before
 
 

@@ -172,6 +172,36 @@ def test_a_worker_that_keeps_dying_is_named_once_its_restarts_are_used(tmp_path,
 
 
 @pytest.mark.timeout(120)
+def test_a_stopped_worker_is_restarted_after_its_deadline(tmp_path, scenario, own_ray):
+    """A SIGSTOPped actor never answers: past worker_timeout it is killed and restarted like a dead
+    one, and the call comes back from the new actor (issue 13)."""
+    import os
+    import signal
+    tc, _ = resolve_overrides({k: str(v) for k, v in COMMON.items()}, LAYERS, set())
+    specs = [WorkerSpec(str(scenario), {**DYING, "at": -1}, train_config_to_dict(tc), w, LAYERS) for w in range(2)]
+    backend = RayBackend(specs, {}, max_restarts=1)
+    backend.timeouts = {"collect": 3.0}
+    try:
+        stopped = backend.pids[1]
+        os.kill(stopped, signal.SIGSTOP)
+        t0 = time.monotonic()
+        answers = backend.call([0, 1], "collect")
+        took = time.monotonic() - t0
+        assert [a.env_steps for a in answers] == [ENVS * ROLLOUT] * 2
+        assert 3.0 <= took < 60, took
+        assert backend.restarts == [0, 1] and backend.pids[1] != stopped
+        (event,) = backend.restart_log
+        assert event["method"] == "collect" and "worker_timeout" in event["error"]
+        assert wait_gone(stopped, 30)                       # the stopped actor was killed, not left behind
+    finally:
+        try:
+            os.kill(stopped, signal.SIGKILL)
+        except OSError:
+            pass
+        backend.close()
+
+
+@pytest.mark.timeout(120)
 def test_training_goes_on_when_a_node_is_removed(tmp_path, scenario, own_ray, made, monkeypatch):
     """Two nodes of 2 CPUs, one worker (1 CPU) on each. After the 2nd round's collect the worker node is
     removed: that worker's next call (a gradient) fails, it is recreated on the head node with no batch

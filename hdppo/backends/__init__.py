@@ -21,6 +21,11 @@ class Backend(ABC):
 
     n_workers: int
     params: ParamStore
+    timeouts: dict[str, float]        # method -> seconds one call may take before its worker counts as hung
+
+    def call_timeout(self, method: str) -> float | None:
+        """The deadline of one `method` call in seconds (None: wait forever)."""
+        return getattr(self, "timeouts", {}).get(method)
 
     @abstractmethod
     def submit(self, worker: int, method: str, *args: Any) -> None:
@@ -45,21 +50,39 @@ class Backend(ABC):
         """Stop the workers and free shared resources."""
 
 
+def apply_counters(worker: Any, counters: dict[str, int] | None) -> None:
+    """Start a worker's rollouts part-way (layer -> env steps already in the current rollout), so a
+    resumed or restarted worker falls due at the same env steps as the one it continues."""
+    for layer, steps in (counters or {}).items():
+        if layer in worker.by_name:
+            worker.by_name[layer].buffer.env_steps = int(steps)
+
+
 def make_backend(name: str, specs: list, layer_sizes: dict[str, int], *, address: str = "",
-                 worker_cpus: float = 1.0, worker_gpus: float = 0.0, worker_restarts: int = 3) -> Backend:
-    """Build a backend by name for the given worker specs and trained layers' parameter counts."""
+                 worker_cpus: float = 1.0, worker_gpus: float = 0.0, worker_restarts: int = 3,
+                 counters: list[dict[str, int]] | None = None,
+                 timeouts: dict[str, float] | None = None) -> Backend:
+    """Build a backend by name for the given worker specs and trained layers' parameter counts.
+    `counters` (per worker) continues rollouts part-way; `timeouts` (per method, seconds) bounds
+    every call."""
+    counters = counters or [{} for _ in specs]
+    backend: Backend
     if name == "inline":
         from .inline import InlineBackend
-        return InlineBackend(specs)
-    if name == "process":
+        backend = InlineBackend(specs, counters)
+    elif name == "process":
         from .process import ProcessBackend
-        return ProcessBackend(specs, layer_sizes)
-    if name == "ray":
+        backend = ProcessBackend(specs, layer_sizes, counters)
+    elif name == "ray":
         try:
             from .ray import RayBackend
         except ImportError as exc:
             raise HdppoError(f"the ray backend needs Ray ({exc})", "pip install 'hdppo[ray]'") from None
-        return RayBackend(specs, layer_sizes, address=address or None,
-                          num_cpus_per_worker=worker_cpus, num_gpus_per_worker=worker_gpus,
-                          max_restarts=worker_restarts)
-    raise HdppoError(f"unknown backend {name!r}", "use --backend inline, process or ray")
+        backend = RayBackend(specs, layer_sizes, address=address or None,
+                             num_cpus_per_worker=worker_cpus, num_gpus_per_worker=worker_gpus,
+                             max_restarts=worker_restarts, counters=counters)
+    else:
+        raise HdppoError(f"unknown backend {name!r}", "use --backend inline, process or ray")
+    backend.timeouts = dict(timeouts or {})
+    return backend
+

@@ -6,13 +6,15 @@ from typing import Any
 
 from ..params import MemoryParams
 from ..worker import Worker, WorkerSpec
-from . import Backend
+from . import Backend, apply_counters
 
 
 class InlineBackend(Backend):
-    def __init__(self, specs: list[WorkerSpec]) -> None:
+    def __init__(self, specs: list[WorkerSpec], counters: list[dict[str, int]] | None = None) -> None:
         self.params = MemoryParams()
         self.workers = [Worker(spec, self.params) for spec in specs]
+        for worker, c in zip(self.workers, counters or []):
+            apply_counters(worker, c)
         self.n_workers = len(self.workers)
         self._queue: deque[tuple[int, str, tuple]] = deque()
 

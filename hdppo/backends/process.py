@@ -3,6 +3,8 @@ and small results through pipes. Every process runs torch with one thread."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
+import time
 import traceback
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -10,12 +12,18 @@ from typing import Any
 from ..errors import HdppoError
 from ..params import SharedGrads, SharedParams
 from ..worker import GradResult, WorkerSpec
-from . import Backend, WorkerError
+from . import Backend, WorkerError, apply_counters
 
 START_TIMEOUT_S = 300.0
 
 
-def _worker_main(conn: Connection, spec: WorkerSpec, param_names: dict, grad_names: dict) -> None:
+def _worker_main(conn: Connection, spec: WorkerSpec, param_names: dict, grad_names: dict,
+                 counters: dict[str, int] | None = None) -> None:
+    # Ctrl-C and SIGTERM/SIGHUP sent to the whole process group are the driver's to handle (it
+    # commits, then closes the pool); a worker ends when the driver closes its pipe, or dies with it.
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
     import torch
     torch.set_num_threads(1)
     from ..worker import Worker
@@ -26,6 +34,7 @@ def _worker_main(conn: Connection, spec: WorkerSpec, param_names: dict, grad_nam
     except BaseException as exc:  # report why the worker could not start
         conn.send(_error(exc))
         return
+    apply_counters(worker, counters)
     conn.send(("ready", None))
     while True:
         try:
@@ -55,8 +64,11 @@ def _error(exc: BaseException) -> tuple:
 
 
 class ProcessBackend(Backend):
-    def __init__(self, specs: list[WorkerSpec], layer_sizes: dict[str, int]) -> None:
+    def __init__(self, specs: list[WorkerSpec], layer_sizes: dict[str, int],
+                 counters: list[dict[str, int]] | None = None) -> None:
         self.n_workers = len(specs)
+        self.timeouts: dict[str, float] = {}
+        self._deadline: dict[int, float] = {}          # worker -> monotonic time its call must answer by
         self.params = SharedParams(sizes=layer_sizes)
         self.grads = SharedGrads(self.n_workers, layer_sizes)
         ctx = mp.get_context("spawn")
@@ -64,9 +76,10 @@ class ProcessBackend(Backend):
         self._procs = []
         self._busy: dict[int, str] = {}
         try:
-            for spec in specs:
+            for w, spec in enumerate(specs):
                 parent, child = ctx.Pipe()
-                p = ctx.Process(target=_worker_main, args=(child, spec, self.params.names(), self.grads.names()),
+                c = counters[w] if counters else {}
+                p = ctx.Process(target=_worker_main, args=(child, spec, self.params.names(), self.grads.names(), c),
                                 name=f"hdppo-worker-{spec.worker_id}", daemon=True)
                 p.start()
                 child.close()
@@ -84,6 +97,11 @@ class ProcessBackend(Backend):
 
     def submit(self, worker: int, method: str, *args: Any) -> None:
         self._busy[worker] = method
+        limit = self.call_timeout(method)
+        if limit is not None:
+            self._deadline[worker] = time.monotonic() + limit
+        else:
+            self._deadline.pop(worker, None)
         try:
             self._conns[worker].send((method, args))
         except (BrokenPipeError, OSError):
@@ -93,11 +111,22 @@ class ProcessBackend(Backend):
         conns = {self._conns[w]: w for w in self._busy}
         if not conns:
             raise RuntimeError("wait_any() with no call outstanding")
-        ready = wait(list(conns), timeout=timeout)
-        if not ready:
-            names = ", ".join(f"worker {w} ({m})" for w, m in self._busy.items())
-            raise WorkerError(f"no answer within {timeout:.0f} s from {names}",
-                              "check the scenario for a hang, or raise the timeout")
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            now = time.monotonic()
+            limits = [self._deadline[w] - now for w in self._busy if w in self._deadline]
+            if end is not None:
+                limits.append(end - now)
+            ready = wait(list(conns), timeout=max(min(limits), 0.0) if limits else None)
+            if ready:
+                break
+            late = [w for w in self._busy if w in self._deadline and self._deadline[w] <= time.monotonic()]
+            if late:
+                raise self._hung(late[0])
+            if end is not None and time.monotonic() >= end:
+                names = ", ".join(f"worker {w} ({m})" for w, m in self._busy.items())
+                raise WorkerError(f"no answer within {timeout:.0f} s from {names}",
+                                  "check the scenario for a hang, or raise the timeout")
         conn = ready[0]
         w = conns[conn]
         try:
@@ -105,6 +134,7 @@ class ProcessBackend(Backend):
         except (EOFError, OSError):
             raise self._died(w) from None
         method = self._busy.pop(w)
+        self._deadline.pop(w, None)
         if kind == "hdppo_error":
             problem, fix, where = payload
             raise WorkerError(f"worker {w} ({method}): {problem}", fix, where=where)
@@ -113,6 +143,20 @@ class ProcessBackend(Backend):
         if isinstance(payload, GradResult) and payload.grad == "shm":
             payload.grad = self.grads.slot(payload.layer, w).copy()
         return w, payload
+
+    def _hung(self, w: int) -> WorkerError:
+        """A worker past its deadline: name it, its pid, its call and what the OS says it is doing."""
+        p, method = self._procs[w], self._busy.get(w, "a call")
+        try:
+            import psutil
+            status = psutil.Process(p.pid).status()
+        except Exception:
+            status = "unknown"
+        limit = self.call_timeout(method) or 0.0
+        return WorkerError(f"worker {w} (pid {p.pid}, process state {status}) gave no answer to {method} within "
+                           f"{limit:.0f} s (worker_timeout); it is stopped, deadlocked or far slower than expected",
+                           f"look for a hang in the scenario (e.g. `py-spy dump --pid {p.pid}`), or raise "
+                           "worker_timeout; `hdppo train --resume RUN` continues from the last commit")
 
     def _died(self, w: int) -> WorkerError:
         p = self._procs[w]
@@ -126,10 +170,10 @@ class ProcessBackend(Backend):
                 conn.send(None)
             except (BrokenPipeError, OSError):
                 pass
-        for p in self._procs:
-            p.join(timeout=5.0)
+        for w, p in enumerate(self._procs):
+            p.join(timeout=0.5 if w in self._busy else 5.0)     # a busy worker may be hung: do not wait long
             if p.is_alive():
-                p.terminate()
+                p.kill()                 # workers ignore SIGTERM (the driver's signal); SIGKILL also ends a stopped one
                 p.join(timeout=2.0)
         for conn in self._conns:
             conn.close()

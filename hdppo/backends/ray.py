@@ -62,7 +62,8 @@ class RayBackend(Backend):
     used and `restart_log` records each one (worker, call, node, error)."""
 
     def __init__(self, specs: list[WorkerSpec], layer_sizes: dict[str, int], address: str | None = None,
-                 num_cpus_per_worker: float = 1, num_gpus_per_worker: float = 0, max_restarts: int = 3) -> None:
+                 num_cpus_per_worker: float = 1, num_gpus_per_worker: float = 0, max_restarts: int = 3,
+                 counters: list[dict[str, int]] | None = None) -> None:
         if max_restarts < 0:
             raise HdppoError(f"max_restarts must be 0 or more, not {max_restarts}", "use 0 to never restart a worker")
         self.n_workers = len(specs)
@@ -82,7 +83,9 @@ class RayBackend(Backend):
         self._busy: dict[int, str] = {}            # worker -> method
         self._calls: dict[int, tuple[str, tuple]] = {}         # worker -> its outstanding (method, args)
         self._sent: list[dict[str, int]] = [{} for _ in specs]
-        self._counters: list[dict[str, int]] = [{} for _ in specs]   # rollout counters after the last answer
+        self._counters: list[dict[str, int]] = [dict(c) for c in (counters or [{} for _ in specs])]
+        self.timeouts: dict[str, float] = {}
+        self._deadline: dict[int, float] = {}      # worker -> monotonic time its outstanding call must answer by
         try:
             self._init_ray(address or os.environ.get("RAY_ADDRESS") or None,
                            math.ceil(max(self.n_workers * num_cpus_per_worker, 2)))
@@ -157,6 +160,11 @@ class RayBackend(Backend):
             self._sent[worker][layer] = seq
         self._pending[out] = worker
         self._busy[worker] = method
+        limit = self.call_timeout(method)
+        if limit is not None:
+            self._deadline[worker] = time.monotonic() + limit
+        else:
+            self._deadline.pop(worker, None)
 
     def wait_any(self, timeout: float | None = None) -> tuple[int, Any]:
         """The next answer. A worker whose actor died is restarted and its call issued again (see the
@@ -165,8 +173,16 @@ class RayBackend(Backend):
             raise RuntimeError("wait_any() with no call outstanding")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            now = time.monotonic()
+            left = None if deadline is None else max(deadline - now, 0.0)
+            hung = min((self._deadline[w] - now for w in self._pending.values() if w in self._deadline), default=None)
+            if hung is not None:
+                left = max(hung, 0.0) if left is None else min(left, max(hung, 0.0))
             done, _ = ray.wait(list(self._pending), num_returns=1, timeout=left)
+            if not done and self._restart_hung():
+                continue
+            if not done and (deadline is None or time.monotonic() < deadline):
+                continue                           # ray.wait can return a little before a worker's deadline
             if not done:
                 names = ", ".join(f"worker {w} ({m})" for w, m in self._busy.items())
                 raise WorkerError(f"no answer within {timeout:.0f} s from {names}",
@@ -174,6 +190,7 @@ class RayBackend(Backend):
             ref = done[0]
             w = self._pending.pop(ref)
             method = self._busy.pop(w)
+            self._deadline.pop(w, None)
             try:
                 result = self._answer(w, method, ref)
             except LOST as exc:
@@ -205,6 +222,20 @@ class RayBackend(Backend):
         return payload
 
     # ---- restarts ----------------------------------------------------------------------------------
+    def _restart_hung(self) -> bool:
+        """Workers past their call's deadline (worker_timeout) are treated like dead actors: killed,
+        restarted and sent the call again. False when none is late."""
+        now = time.monotonic()
+        late = [(ref, w) for ref, w in self._pending.items() if self._deadline.get(w, now + 1) <= now]
+        for ref, w in late:
+            method = self._busy.pop(w)
+            del self._pending[ref]
+            limit = self.call_timeout(method) or 0.0
+            self._restart(w, method, TimeoutError(f"no answer to {method} within {limit:.0f} s (worker_timeout): "
+                                                  "the actor is stopped, deadlocked or far slower than expected"))
+            self._send(w)
+        return bool(late)
+
     def _restart(self, w: int, method: str, exc: BaseException) -> None:
         """Replace worker `w`'s lost actor by a new one, up and ready, or raise WorkerError when its
         restarts are used up (or the new actor cannot start within START_TIMEOUT_S)."""
@@ -241,7 +272,7 @@ class RayBackend(Backend):
         return WorkerError(f"worker {w} (Ray actor{where}) died during {method}{used}; last error: {_short(exc)}",
                            "look for an out-of-memory kill, a crash in the scenario, or a lost node "
                            "(`ray status`, /tmp/ray/session_latest/logs); `hdppo train --resume RUN` continues "
-                           "from the last checkpoint")
+                           "from the last run commit")
 
     # ---- shutdown ----------------------------------------------------------------------------------
     def close(self) -> None:
