@@ -237,6 +237,24 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     from .diagnose import report
     for path in report(args.run, args.out, args.steps):
         print(f"wrote {path}")
+    if args.ablate:
+        from pathlib import Path
+        from .ablate import ablate
+        from .diagnose import run_workers
+        from .errors import ConfigError
+        from .runfolder import load_run_config
+        config = load_run_config(args.run)
+        workers = run_workers(args.run, config)
+        steps = args.ablate_steps or min(int(config["train"]["steps"]), 100_000)
+        if steps < 1:
+            raise ConfigError(f"--ablate-steps {steps} is not a budget", "pass --ablate-steps N with N >= 1")
+        print(f"ablation: {workers} runs of {steps:,} env steps, learning from 1..{workers} of {workers} workers")
+        out = Path(args.out) / "ablate" if args.out else None
+        summary = ablate(args.run, steps, workers, out)
+        for r in summary["rows"]:
+            print(f"  learning from {r['workers_learnt_from']} worker(s): final team return "
+                  f"{r['final_team_return']:.3f} ({r['change_vs_all']:+.3f} vs all {workers})")
+        print(f"wrote {Path(summary['rows'][0]['run']).parent / 'ablate.json'} and ablate.png")
     return 0
 
 
@@ -346,6 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("run", help="a run folder written by `hdppo train`")
     dg.add_argument("--out", help="folder for the PNGs (default RUN/diagnose)")
     dg.add_argument("--steps", type=int, default=100, help="env steps each worker's envs are played to sample states")
+    dg.add_argument("--ablate", action="store_true", help="also re-train the run's config learning from 1..N of its "
+                    "N workers' data and compare final team returns (do more workers help?)")
+    dg.add_argument("--ablate-steps", type=int, default=0, help="env steps per ablation run (default: the run's "
+                    "budget, at most 100,000)")
     dg.add_argument("--debug", action="store_true", help="show full tracebacks")
     dg.set_defaults(func=_cmd_diagnose)
 

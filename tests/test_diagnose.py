@@ -39,3 +39,29 @@ def test_diagnose_a_two_worker_run(tmp_path, capsys):
     for layer in ("high", "mid", "low"):
         png = run / "diagnose" / f"{layer}.png"
         assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 20_000
+
+
+def test_ablate_retrains_with_k_of_n_workers_data(tmp_path):
+    """--ablate: one short run per k = 1..N; the k=1 run's layer learns from half the transitions of
+    the k=2 run (its other worker still plays), and the report compares their final returns."""
+    import json
+    import subprocess
+    import sys
+    from hdppo.metrics import read_csv
+    run = tmp_path / "run"
+    base = [sys.executable, "-m", "hdppo.cli"]
+    subprocess.run(base + ["train", "grid", "--layer", "low", "--steps", "512", "--workers", "2", "--backend", "inline",
+                           "--out", str(run), "--no-progress", "envs_per_worker=2", "rollout=16"],
+                   check=True, capture_output=True, timeout=300)
+    out = subprocess.run(base + ["diagnose", str(run), "--steps", "20", "--ablate", "--ablate-steps", "256"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((run / "diagnose" / "ablate" / "ablate.json").read_text())
+    assert [r["workers_learnt_from"] for r in summary["rows"]] == [1, 2]
+    assert all(np.isfinite(r["final_team_return"]) for r in summary["rows"])
+    assert summary["rows"][1]["change_vs_all"] == 0.0
+    t1 = [r["transitions"] for r in read_csv(run / "diagnose" / "ablate" / "pool-1", "low")]
+    t2 = [r["transitions"] for r in read_csv(run / "diagnose" / "ablate" / "pool-2", "low")]
+    assert t1 and len(t1) == len(t2) and all(a * 2 == b for a, b in zip(t1, t2))
+    assert (run / "diagnose" / "ablate" / "ablate.png").is_file()
+    assert "learning from 1 worker(s)" in out.stdout
