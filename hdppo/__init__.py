@@ -3,14 +3,10 @@
 `hdppo.load(RUN)` returns a trained `Team` to act inside your own loop (see docs/deploy.md).
 Imports stay light: torch and the runtime load on first use of these names.
 """
-from __future__ import annotations
-
-from typing import Any
-
 __all__ = ["Team", "load"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str):
     if name in __all__:
         from . import runtime
         return getattr(runtime, name)
@@ -18,4 +14,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+    """The public names (the submodules already imported show up as attributes as usual)."""
+    return sorted(__all__)
