@@ -53,6 +53,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 class ServerStats:
     updates: int = 0
     dropped: int = 0
+    stat_versions: int = 0          # versions that only published new value_norm statistics
     staleness: dict[int, int] = field(default_factory=dict)
 
 
@@ -104,6 +105,7 @@ class ParameterServer:
             self.policy.value_mean.fill_(self.returns.mean)
             self.policy.value_std.fill_(max(float(np.sqrt(self.returns.var)), 1e-4))
         self.version += 1              # new statistics are new parameters: workers pull them by version
+        self.stats.stat_versions += 1
 
     # ---- gradients mode ----------------------------------------------------------------------
     def apply(self, grads: list[GradResult]) -> dict[str, float]:
@@ -193,6 +195,7 @@ class ParameterServer:
         tensors.update(opt_tensors)
         meta = policy_meta(self.info, self.lc)
         meta.update({"version": self.version, "updates": self.stats.updates, "dropped": self.stats.dropped,
+                     "stat_versions": self.stats.stat_versions,
                      "progress": self.progress, "env_steps": self.env_steps, "optimizer": opt_meta,
                      "value_stats": [self.returns.count, self.returns.mean, self.returns.var]})
         return tensors, meta
@@ -203,6 +206,7 @@ class ParameterServer:
         self.version = int(meta["version"])
         self.stats.updates = int(meta.get("updates", 0))
         self.stats.dropped = int(meta.get("dropped", 0))
+        self.stats.stat_versions = int(meta.get("stat_versions", 0))
         self.env_steps = int(meta.get("env_steps", 0))
         if "value_stats" in meta:
             self.returns.count, self.returns.mean, self.returns.var = (float(x) for x in meta["value_stats"])

@@ -104,8 +104,11 @@ def check_exact_steps(run: Path, steps: int) -> list[dict[str, str]]:
     assert counted == [ROUND * (i + 1) for i in range(rounds)]          # one row per round (log_every=0)
     assert counted[-1] == state["env_steps"]
     per_round = 2 * 2                                                     # epochs x minibatches
-    assert load_checkpoint(run / "checkpoints" / "low")[1]["version"] == rounds * per_round
-    assert load_checkpoint(run / "checkpoints" / "high")[1]["version"] == rounds // 3 * per_round
+    for layer, updates in (("low", rounds), ("high", rounds // 3)):
+        meta = load_checkpoint(run / "checkpoints" / layer)[1]
+        assert meta["updates"] == updates * per_round
+        assert meta["stat_versions"] == updates                          # value_norm statistics, once an update
+        assert meta["version"] == meta["updates"] + meta["stat_versions"]
     return run_rows
 
 

@@ -49,7 +49,7 @@ def test_the_table_has_one_row_per_layer():
     text = table(["grid"], {"envs_per_worker": 16})
     lines = text.splitlines()
     assert len(lines) == 2 + 3
-    assert "| grid | low | 1 | 4 | 18 | 11,142 |" in text
+    assert "| grid | low | 1 | 4 | 18 | 13,448 |" in text          # default: centralized critic, value_norm
 
 
 def test_bytes_of_a_box_action_layer():
@@ -62,8 +62,8 @@ def test_bytes_of_a_box_action_layer():
     class Info:
         obs_dim, name = 10, "low"
         action_space = gym.spaces.Box(-1, 1, (3,), np.float32)
-    assert row_bytes(Info, LayerConfig()) == 10 * 4 + 3 * 4 + 16
+    assert row_bytes(Info, LayerConfig(centralized=False)) == 10 * 4 + 3 * 4 + 16
     Info.action_space = gym.spaces.Discrete(5)
-    assert row_bytes(Info, LayerConfig(), has_mask=True) == 10 * 4 + 8 + 16 + 5
+    assert row_bytes(Info, LayerConfig(centralized=False), has_mask=True) == 10 * 4 + 8 + 16 + 5
     assert row_bytes(Info, LayerConfig(roles=True, centralized=True)) == 10 * 4 + 8 + 16 + 8 + 3 * 10 * 4
     assert pickle.loads(pickle.dumps(np.zeros(3, np.float32))).nbytes == 12

@@ -47,8 +47,14 @@ def record_steps(w: Worker) -> list:
 
 
 def value_of(w: Worker, layer: str, obs: np.ndarray) -> np.ndarray:
+    """V of decision observations [E, S, D] as the worker computes it (centralized critic included)."""
+    from hdppo.learner import critic_obs
+    i = w.by_name[layer].info.index
+    crit = critic_obs(obs, w.hier.slot_alive(i)) if w.by_name[layer].lc.centralized else None
+    flat = lambda x: torch.as_tensor(x.reshape(-1, x.shape[-1]), dtype=torch.float32)  # noqa: E731
     with torch.no_grad():
-        return w.by_name[layer].policy.value(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+        v = w.by_name[layer].policy.value(flat(obs), critic_obs=None if crit is None else flat(crit))
+    return v.numpy().reshape(obs.shape[:2])
 
 
 def test_flat_rollout_advantages_equal_textbook_gae_with_next_value():
@@ -62,7 +68,7 @@ def test_flat_rollout_advantages_equal_textbook_gae_with_next_value():
     batch = w.by_name["low"].batch
     U = len(w.hier.info[0].slot_names)
     assert len(batch) == R * U
-    next_v = value_of(w, "low", w.hier.decision_obs(0)[0])      # V(obs after the rollout)
+    next_v = value_of(w, "low", w.hier.decision_obs(0))[0]      # V(obs after the rollout)
     for u in range(U):
         rewards = np.array([s.layers[0].reward[0, u] for s in steps])
         discounts = np.array([s.layers[0].discount[0, u] for s in steps])
@@ -86,7 +92,7 @@ def test_upper_layer_in_step_with_the_rollout_bootstraps_from_its_next_decision(
     assert going_on.sum() >= 8 and np.allclose(last.discount[going_on], GAMMA ** 4)
     obs = w.hier.decision_obs(1)        # the next mid decision's input (goals from high included)
     E, S, D = obs.shape
-    next_v = value_of(w, "mid", obs.reshape(E * S, D)).reshape(E, S)
+    next_v = value_of(w, "mid", obs)
     # the batch is ordered (decision row, copy, slot); every copy decided at step 4, so the last E*S
     # transitions are that row, and those still going on closed on the rollout's last step
     returns = batch.returns[-E * S:].reshape(E, S)

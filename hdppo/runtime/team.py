@@ -7,6 +7,7 @@ running the same HierarchyEnv as training over a HostEnv that holds the caller's
 from __future__ import annotations
 
 import dataclasses
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -91,6 +92,10 @@ class Team:
         from ..torch_stream import TorchStream
         self._stream = TorchStream(seed)        # the team's own torch random stream, as a worker's
 
+    def _rng(self) -> AbstractContextManager:
+        """Where the layers' sampling draws from while the team acts (overridable, as OnnxTeam does)."""
+        return self._stream.active()
+
     def _build_actors(self, seed: int) -> None:
         self._seed_streams(seed)
         self._actors: list[LayerPolicy] = []
@@ -147,7 +152,7 @@ class Team:
             if not self.env.alive.any():
                 self._done = True
                 return {}
-            with self._stream.active():
+            with self._rng():
                 self.hier.step(self._decide)
         except AttributeError as exc:
             raise ScenarioError(f"a hook of scenario {self.scenario.name!r} read something the caller did not "
