@@ -1,7 +1,6 @@
 """Rendering: scenario envs draw RGB frames; `hdppo render` writes a team's episode with squads and goals."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
