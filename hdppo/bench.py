@@ -73,7 +73,7 @@ def raw_native(cfg: BenchConfig) -> float:
 
 
 def _train_config(cfg: BenchConfig, layers: int, native: bool, workers: int) -> tuple[dict, dict]:
-    # the rollout sets the units' update batch; upper layers keep their default cadence (64 x interval)
+    # the rollout sets the units' update batch; upper layers keep their default cadence (LayerConfig.rollout_steps)
     train = {"workers": str(workers), "envs_per_worker": str(cfg.envs_per_worker), "low.rollout": str(cfg.rollout),
              "epochs": str(cfg.epochs), "minibatches": str(cfg.minibatches), "progress": "false",
              "log_every": "1000"}
