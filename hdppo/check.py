@@ -106,7 +106,7 @@ def _graph_summary(hier: HierarchyEnv) -> str:
 
 
 class _Recorder:
-    """Watches decisions and closes to check the semantics of DESIGN.md."""
+    """Watches decisions and closes to check the hierarchy semantics in docs/architecture.md."""
 
     def __init__(self, hier: HierarchyEnv, seed: int) -> None:
         self.hier = hier

@@ -21,7 +21,7 @@ class ScenarioError(HdppoError):
 
 
 class GraphError(ScenarioError):
-    """The agent graph breaks a rule of DESIGN.md (layering, leaves, cycles)."""
+    """The agent graph breaks a rule of the agent graph (docs/architecture.md) (layering, leaves, cycles)."""
 
 
 class ConfigError(HdppoError):

@@ -183,7 +183,7 @@ class AgentGraph:
     # ---- validation ------------------------------------------------------------------------
     def validate(self, env_agents: Sequence[Node] | None = None, opponents: Iterable[Node] = (),
                  layer_names: Sequence[str] | None = None) -> None:
-        """Raise GraphError naming the offending node and the fix; see DESIGN.md 'Agent graph'."""
+        """Raise GraphError naming the offending node and the fix; see docs/architecture.md."""
         g = self.graph
         try:
             cycle = nx.find_cycle(g)

@@ -1,4 +1,4 @@
-"""DESIGN.md: every registered scenario and every example passes `hdppo check`."""
+"""Every registered scenario and every example passes `hdppo check`."""
 from __future__ import annotations
 
 from pathlib import Path
