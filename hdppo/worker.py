@@ -242,7 +242,6 @@ class Worker:
         b = rt.batch
         s = dict(b.stats)
         if len(b):
-            s["return_mean"] = float(b.returns.mean())
             s["return_moments"] = (len(b), float(b.returns.mean()), float(b.returns.var()))
             s["obs_mean"] = b.obs.mean(axis=0)
             s["obs_std"] = b.obs.std(axis=0)
