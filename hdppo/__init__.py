@@ -1,15 +1,50 @@
 """hdppo: hierarchical multi-agent teams trained with per-layer DPPO.
 
-`hdppo.load(RUN)` returns a trained `Team` to act inside your own loop (see docs/deploy.md).
-Imports stay light: torch and the runtime load on first use of these names.
+The public API, for scenario authors and for running training from Python:
+
+- write a scenario: `Scenario`, `Layer`, `LayerContext`, `ScenarioConfig`, `Opponents`,
+  `AgentGraph`, and for native simulators `BatchedEnv`, `EnvStep`, `NumpyBatch`;
+- step a team by hand: `HierarchyEnv`, `load_scenario`;
+- train: `train(scenario, overrides, ...)` returns the run folder; `RunSpec` is the resolved run;
+- use a trained team: `load(RUN)` returns a `Team` to act inside your own loop (docs/deploy.md).
+
+Imports stay light: each name loads its module (and torch, where it needs it) on first use.
+The package's plan: `hdppo.team` (the environment side), `hdppo.engine` (DPPO), `hdppo.runtime`
+(a trained team without the training machinery), `hdppo.integrations`, `hdppo.tools`.
 """
-__all__ = ["Team", "load"]
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hdppo import _legacy
+
+_legacy.install()
+
+_WHERE = {
+    "Scenario": "hdppo.team.scenario", "Layer": "hdppo.team.scenario",
+    "LayerContext": "hdppo.team.scenario", "ScenarioConfig": "hdppo.team.scenario",
+    "Opponents": "hdppo.team.scenario", "load_scenario": "hdppo.team.scenario",
+    "AgentGraph": "hdppo.team.graph",
+    "BatchedEnv": "hdppo.team.vecenv", "EnvStep": "hdppo.team.vecenv", "NumpyBatch": "hdppo.team.vecenv",
+    "HierarchyEnv": "hdppo.team.hierarchy",
+    "RunSpec": "hdppo.engine.spec", "train": "hdppo.engine.spec",
+    "Team": "hdppo.runtime", "load": "hdppo.runtime",
+}
+__all__ = sorted(_WHERE)
+
+if TYPE_CHECKING:
+    from hdppo.engine.spec import RunSpec, train
+    from hdppo.runtime import Team, load
+    from hdppo.team.graph import AgentGraph
+    from hdppo.team.hierarchy import HierarchyEnv
+    from hdppo.team.scenario import Layer, LayerContext, Opponents, Scenario, ScenarioConfig, load_scenario
+    from hdppo.team.vecenv import BatchedEnv, EnvStep, NumpyBatch
 
 
-def __getattr__(name: str):
-    if name in __all__:
-        from . import runtime
-        return getattr(runtime, name)
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        import importlib
+        return getattr(importlib.import_module(_WHERE[name]), name)
     raise AttributeError(f"module 'hdppo' has no attribute {name!r}")
 
 

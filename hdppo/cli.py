@@ -5,14 +5,14 @@ import argparse
 import sys
 from typing import Sequence
 
-from .checkpoint import CheckpointError
-from .errors import HdppoError
+from hdppo.engine.checkpoint import CheckpointError
+from hdppo.errors import HdppoError
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
-    from .scenario import _names, load_scenario
+    from hdppo.team.scenario import _names, load_scenario
     table = Table(title="hdppo scenarios")
     table.add_column("name")
     table.add_column("description")
@@ -27,9 +27,9 @@ def _cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .check import print_report, run_check
-    from .config import parse_assignments
-    from .config import load_yaml
+    from hdppo.team.check import print_report, run_check
+    from hdppo.overrides import parse_assignments
+    from hdppo.overrides import load_yaml
     overrides = load_yaml(args.config) if args.config else {}
     overrides.update(parse_assignments(args.overrides))
     report = run_check(args.scenario, overrides, episodes=args.episodes,
@@ -43,12 +43,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _parse_loads(items: list[str]) -> dict[str, str]:
-    from .errors import ConfigError
+    from hdppo.errors import ConfigError
     out = {}
     for item in items or []:
         if "=" not in item:
             raise ConfigError(f"--load {item!r} is not LAYER=PATH", "write --load low=runs/x/checkpoints/low")
-        from .runfolder import checkpoint_arg
+        from hdppo.runfolder import checkpoint_arg
         layer, path = item.split("=", 1)
         out[layer.strip()] = checkpoint_arg(path.strip(), layer.strip())   # a run folder or a checkpoint
     return out
@@ -58,11 +58,11 @@ def _train_spec(args: argparse.Namespace):
     import dataclasses
     import time as _time
     from pathlib import Path
-    from .config import load_yaml, parse_assignments
-    from .errors import ConfigError
-    from .scenario import load_scenario
-    from .train_config import resolve_overrides
-    from .trainer import RunSpec
+    from hdppo.overrides import load_yaml, parse_assignments
+    from hdppo.errors import ConfigError
+    from hdppo.team.scenario import load_scenario
+    from hdppo.engine.config import resolve_overrides
+    from hdppo.engine.trainer import RunSpec
     if args.scenario is None:
         raise ConfigError("no scenario given", "run `hdppo train NAME|PATH` or `hdppo train --resume RUN`")
     scenario = load_scenario(args.scenario)
@@ -93,11 +93,11 @@ def _train_spec(args: argparse.Namespace):
 def _resume_spec(args: argparse.Namespace):
     """The RunSpec of `--resume RUN`: everything from RUN/config.json, only --steps may change."""
     from pathlib import Path
-    from .config import coerce
-    from .errors import ConfigError
-    from .runfolder import load_run_config, resolve_scenario
-    from .train_config import check_train_config, train_config_from_dict
-    from .trainer import RunSpec
+    from hdppo.overrides import coerce
+    from hdppo.errors import ConfigError
+    from hdppo.runfolder import load_run_config, resolve_scenario
+    from hdppo.engine.config import check_train_config, train_config_from_dict
+    from hdppo.engine.trainer import RunSpec
     given = [f"the scenario {args.scenario!r}"] if args.scenario else []
     given += [f"{a!r}" for a in args.overrides or []]
     given += [f"--{flag}" for flag in ("seed", "workers", "backend", "schedule", "address", "config", "out", "load")
@@ -122,7 +122,7 @@ def _resume_spec(args: argparse.Namespace):
 def _cmd_train(args: argparse.Namespace) -> int:
     import signal
     from rich.console import Console
-    from .trainer import RunInterrupted, Trainer
+    from hdppo.engine.trainer import RunInterrupted, Trainer
     console = Console()
     reinit = tuple(n.strip() for item in args.reinit or [] for n in item.split(",") if n.strip())
     if args.resume:
@@ -130,9 +130,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         trainer = Trainer(spec, resume=True, reinit=reinit)
     else:
         if reinit:
-            from .errors import ConfigError
+            from hdppo.errors import ConfigError
             raise ConfigError("--reinit only goes with --resume", "drop --reinit, or add --resume RUN")
-        from .runfolder import record_resolved, record_scenario
+        from hdppo.runfolder import record_resolved, record_scenario
         spec = _train_spec(args)
         trainer = Trainer(spec)
         record_scenario(trainer.out, spec.scenario)     # eval / load / render work from any directory
@@ -144,7 +144,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         dropped = sum(trainer.dropped_rows.values())
         console.print(f"resuming from commit {trainer.commit.number} at env step {trainer.commit.env_steps:,}"
                       + (f" ({dropped} metric rows written after it were cut)" if dropped else ""), highlight=False)
-    from .budget import format_budget
+    from hdppo.engine.budget import format_budget
     for line in format_budget(trainer.budget):
         console.print(line, highlight=False)
     try:
@@ -176,8 +176,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     import json
     from rich.console import Console
     from rich.table import Table
-    from .config import parse_assignments
-    from .evaluate import evaluate, format_ci, save_eval
+    from hdppo.overrides import parse_assignments
+    from hdppo.evaluate import evaluate, format_ci, save_eval
     res = evaluate(args.run, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
                    overrides=parse_assignments(args.overrides), allow_untrained=args.allow_untrained)
     path = save_eval(args.run, res)
@@ -207,7 +207,7 @@ def _checkpoint_message(exc: CheckpointError) -> str:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from .plot import plot_runs
+    from hdppo.plot import plot_runs
     out = plot_runs(args.runs, args.out, tuple(args.metric or ("return", "goal_success")), args.layer,
                     strict=bool(args.metric))
     print(f"wrote {out}")
@@ -216,7 +216,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
-    from .runtime.export import export_team
+    from hdppo.runtime.export import export_team
     out = Path(args.out) if args.out else Path(args.run) / "export"
     path = export_team(args.run, out, args.format, args.opset)
     print(f"wrote {path} and the layers' {args.format} models next to it")
@@ -224,8 +224,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from .config import parse_assignments
-    from .render import render_episodes
+    from hdppo.overrides import parse_assignments
+    from hdppo.runtime.render import render_episodes
     out, frames = render_episodes(args.run, args.out, args.episodes, parse_assignments(args.overrides),
                                   max_steps=args.max_steps, every=args.every, fps=args.fps, pixels=args.pixels,
                                   deterministic=not args.sample, seed=args.seed)
@@ -234,15 +234,15 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
-    from .diagnose import report
+    from hdppo.tools.diagnose import report
     for path in report(args.run, args.out, args.steps):
         print(f"wrote {path}")
     if args.ablate:
         from pathlib import Path
-        from .ablate import ablate
-        from .diagnose import run_workers
-        from .errors import ConfigError
-        from .runfolder import load_run_config
+        from hdppo.tools.ablate import ablate
+        from hdppo.tools.diagnose import run_workers
+        from hdppo.errors import ConfigError
+        from hdppo.runfolder import load_run_config
         config = load_run_config(args.run)
         workers = run_workers(args.run, config)
         steps = args.ablate_steps or min(int(config["train"]["steps"]), 100_000)
@@ -262,8 +262,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     import dataclasses
     import shlex
     from pathlib import Path
-    from .bench import BenchConfig, markdown, run_benchmark
-    from .config import apply_overrides, parse_assignments
+    from hdppo.tools.bench import BenchConfig, markdown, run_benchmark
+    from hdppo.overrides import apply_overrides, parse_assignments
     cfg = apply_overrides(BenchConfig(), parse_assignments(args.overrides), what="bench config")
     if args.no_rllib:
         cfg = dataclasses.replace(cfg, rllib=False)

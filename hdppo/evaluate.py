@@ -8,9 +8,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .errors import ConfigError
-from .runfolder import load_run_config, resolve_scenario, team_checkpoints, untrained_layers
-from .stats import mean_ci, outcome_ci
+from hdppo.errors import ConfigError
+from hdppo.runfolder import load_run_config, resolve_scenario, team_checkpoints, untrained_layers
+from hdppo.stats import mean_ci, outcome_ci
 
 STANDARD_KEYS = ("team_return", "length", "env")   # with return/LAYER: what every episode record has
 EVAL_FILE = "eval.json"
@@ -29,8 +29,9 @@ def check_playable(run: str | Path, config: dict[str, Any], allow_untrained: boo
 def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
          envs: int = 8, overrides: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The per-episode records (returns per layer, length, scenario outcomes) of `episodes` played episodes."""
-    from .params import MemoryParams
-    from .worker import Worker, WorkerSpec
+    from hdppo.engine.params import MemoryParams
+    from hdppo.engine.messages import WorkerSpec
+    from hdppo.engine.worker import Worker
     config = load_run_config(run)
     frozen = team_checkpoints(run, config)
     train = dict(config["train"])
@@ -54,7 +55,7 @@ def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: 
 
 def acting(run: str | Path, config: dict[str, Any], overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     """How each layer plays: checkpoint, scripted or uniform."""
-    from .scenario import load_scenario
+    from hdppo.team.scenario import load_scenario
     frozen = team_checkpoints(run, config)
     scenario = load_scenario(resolve_scenario(run, config))
     cfg = scenario.make_config({**config["scenario_overrides"], **(overrides or {})})

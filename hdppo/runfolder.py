@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from hdppo.errors import ConfigError
 
 SCENARIO_COPY = "scenario.py"            # a path scenario's file, copied into the run folder
 SCENARIO_SOURCE = "scenario_source.json"  # its absolute path and sha256 at train start

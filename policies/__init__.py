@@ -1,7 +1,7 @@
 """Network modules: action heads, the MLP actor-critic and per-layer policy factories."""
 
-from policies.factory import POLICIES, PolicyBuilder, PolicySpec, make_policy, register_policy
-from policies.heads import (
+from .factory import POLICIES, PolicyBuilder, PolicySpec, make_policy, register_policy
+from .heads import (
     ActionHead,
     BoxHead,
     DiagGaussian,
@@ -11,7 +11,7 @@ from policies.heads import (
     MultiDiscreteHead,
     make_head,
 )
-from policies.mlp import ACTIVATIONS, ActorCritic
+from .mlp import ACTIVATIONS, ActorCritic
 
 __all__ = [
     "ACTIVATIONS",

@@ -8,7 +8,7 @@ from typing import Callable
 from gymnasium import spaces
 from torch import nn
 
-from policies.mlp import ActorCritic
+from .mlp import ActorCritic
 
 __all__ = ["PolicySpec", "PolicyBuilder", "POLICIES", "register_policy", "make_policy"]
 

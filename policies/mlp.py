@@ -9,7 +9,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from policies.heads import ActionHead, Distribution, Mask, make_head
+from .heads import ActionHead, Distribution, Mask, make_head
 
 __all__ = ["ActorCritic", "ACTIVATIONS"]
 

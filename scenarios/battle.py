@@ -21,10 +21,10 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo.errors import ScenarioError
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, LayerContext, Opponents, Scenario, ScenarioConfig
-from hdppo.vecenv import PettingZooBatch
-from scenarios._battle_batch import (OBS_DIM, VIEW_DIM, X, Y, BattleBatch, fight, make_parallel_env,
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, LayerContext, Opponents, Scenario, ScenarioConfig
+from hdppo.team.vecenv import PettingZooBatch
+from ._battle_batch import (OBS_DIM, VIEW_DIM, X, Y, BattleBatch, fight, make_parallel_env,
                                      random_controller, scripted_controller)
 
 F0 = VIEW_DIM                       # unit features start here; squad features are their pooled means
@@ -140,7 +140,7 @@ def _team_xy(env, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 def scene(env):
     """Red units (the team), blue units (the opponent) of the battle_v4 env."""
-    from hdppo.render import Scene
+    from hdppo.runtime.render import Scene
     red, red_alive = _team_xy(env, 0)
     blue, blue_alive = _team_xy(env, 1)
     n = float(env.map_size)

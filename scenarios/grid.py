@@ -24,11 +24,11 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from hdppo.batch_view import BatchParallelEnv
+from hdppo.team.batch_view import BatchParallelEnv
 from hdppo.errors import ScenarioError
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, LayerContext, Scenario, ScenarioConfig
-from hdppo.vecenv import EnvStep, NumpyBatch, copy_rngs
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
+from hdppo.team.vecenv import EnvStep, NumpyBatch, copy_rngs
 
 DX = np.array([0, 0, 0, -1, 1], dtype=np.int64)
 DY = np.array([0, -1, 1, 0, 0], dtype=np.int64)
@@ -196,17 +196,17 @@ class GridParallelEnv(BatchParallelEnv):
         self.cfg = cfg if cfg is not None else GridConfig()
         super().__init__(GridBatch(self.cfg, 1, None))
         self.render_mode = render_mode
-        self.overlay = None            # an hdppo.render.Overlay drawn over the scene, if set
+        self.overlay = None            # an hdppo.runtime.render.Overlay drawn over the scene, if set
 
     def render(self):
         """An RGB frame [H, W, 3] of the grid (render_mode="rgb_array")."""
-        from hdppo.render import render_frame
+        from hdppo.runtime.render import render_frame
         return render_frame(self, scene(self), self.overlay)
 
 
 def scene(env: GridParallelEnv):
     """Units and targets (orange unclaimed, grey claimed) of the env's copy; hazards as walls."""
-    from hdppo.render import Scene
+    from hdppo.runtime.render import Scene
     b, n = env.batch, float(env.cfg.size)
     targets = np.stack([b.tx[0], b.ty[0]], axis=-1).astype(float)
     hazards = getattr(b, "hx", None)

@@ -12,10 +12,10 @@ from typing import Any, Sequence
 import gymnasium as gym
 import numpy as np
 
-from hdppo.batch_view import BatchParallelEnv
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, LayerContext, Scenario
-from scenarios._skirmish_batch import DIRS, N_MOVES, SkirmishBatch, SkirmishConfig, check_config
+from hdppo.team.batch_view import BatchParallelEnv
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, LayerContext, Scenario
+from ._skirmish_batch import DIRS, N_MOVES, SkirmishBatch, SkirmishConfig, check_config
 
 __all__ = ["SCENARIO", "SkirmishBatch", "SkirmishConfig", "SkirmishParallelEnv", "scripted_low"]
 
@@ -39,11 +39,11 @@ class SkirmishParallelEnv(BatchParallelEnv):
         self.cfg = cfg if cfg is not None else SkirmishConfig()
         super().__init__(SkirmishBatch(self.cfg, 1, None), mask_in_infos=True)
         self.render_mode = render_mode
-        self.overlay = None            # an hdppo.render.Overlay drawn over the scene, if set
+        self.overlay = None            # an hdppo.runtime.render.Overlay drawn over the scene, if set
 
     def render(self):
         """An RGB frame [H, W, 3] of the battle (render_mode="rgb_array")."""
-        from hdppo.render import render_frame
+        from hdppo.runtime.render import render_frame
         return render_frame(self, scene(self), self.overlay)
 
 
@@ -53,7 +53,7 @@ OWNER_COLOURS = {1: "#1f77b4", -1: "#d62728", 0: "#ffffff"}
 
 def scene(env: SkirmishParallelEnv):
     """Units, enemies and the control points (coloured by owner) of the env's copy."""
-    from hdppo.render import Scene
+    from hdppo.runtime.render import Scene
     b, sz = env.batch, float(env.cfg.size)
     return Scene((0.0, sz, 0.0, sz), b.pos[0].copy(), b.hp[0] > 0, b.opos[0].copy(), b.ohp[0] > 0,
                  b.points.copy(), [OWNER_COLOURS[int(o)] for o in b.owner[0]])

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, LayerContext, Scenario, ScenarioConfig
-from hdppo.vecenv import PettingZooBatch
-from scenarios._spread_batch import SpreadBatch
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
+from hdppo.team.vecenv import PettingZooBatch
+from ._spread_batch import SpreadBatch
 
 LANDMARK_OFFSET = 4      # unit obs: vel(2), pos(2), landmark - pos (2 per landmark), others, comm
 REACHED = 0.1            # a landmark counts as covered within this distance (MPE landmark size x2)
@@ -97,7 +97,7 @@ def make_layers(cfg: SpreadConfig) -> list[Layer]:
 
 def scene(env):
     """Agents and landmarks of MPE2's world (its env also renders itself with render_mode="rgb_array")."""
-    from hdppo.render import Scene
+    from hdppo.runtime.render import Scene
     world = env.unwrapped.world
     units = np.array([a.state.p_pos for a in world.agents], float)
     alive = np.array([a.name in env.agents for a in world.agents], bool)

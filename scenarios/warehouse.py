@@ -30,11 +30,11 @@ from typing import Any, Sequence
 import gymnasium as gym
 import numpy as np
 
-from hdppo.batch_view import BatchParallelEnv
+from hdppo.team.batch_view import BatchParallelEnv
 from hdppo.errors import ScenarioError
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, LayerContext, Scenario, ScenarioConfig
-from scenarios._warehouse_batch import GOAL_DIM, N_ZONES, OFF_LOCAL, OFF_ZONES, WarehouseBatch, build_layout
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
+from ._warehouse_batch import GOAL_DIM, N_ZONES, OFF_LOCAL, OFF_ZONES, WarehouseBatch, build_layout
 
 ROBOT_GOAL_BOX = gym.spaces.Box(np.array([-1, -1, 0, -1, -1, 0], np.float32), np.ones(GOAL_DIM, np.float32),
                                 dtype=np.float32)
@@ -93,11 +93,11 @@ class WarehouseParallelEnv(BatchParallelEnv):
         self.cfg = cfg if cfg is not None else WarehouseConfig()
         super().__init__(make_batch(self.cfg, 1, None))
         self.render_mode = render_mode
-        self.overlay = None            # an hdppo.render.Overlay drawn over the scene, if set
+        self.overlay = None            # an hdppo.runtime.render.Overlay drawn over the scene, if set
 
     def render(self):
         """An RGB frame [H, W, 3] of the warehouse (render_mode="rgb_array")."""
-        from hdppo.render import render_frame
+        from hdppo.runtime.render import render_frame
         return render_frame(self, scene(self), self.overlay)
 
 
@@ -106,7 +106,7 @@ ZONE_COLOURS = ["#ff7f0e", "#ffbb78", "#f7b6d2", "#c49c94"]
 
 def scene(env: WarehouseParallelEnv):
     """Robots, shelves (walls), stations (black) and zone homes (coloured) of the env's copy."""
-    from hdppo.render import Scene
+    from hdppo.runtime.render import Scene
     b, L = env.batch, env.batch.layout
     xy = lambda cells: np.stack(L.xy(np.asarray(cells)), axis=-1).astype(float)      # noqa: E731
     marks = np.concatenate([xy(L.stations), xy(L.zone_home)])

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
-from hdppo.checkpoint import module_state, save_checkpoint
-from hdppo.hierarchy import HierarchyEnv
-from hdppo.learner import build_policy, policy_meta
-from hdppo.scenario import load_scenario
-from hdppo.train_config import LayerConfig, TrainConfig, train_config_to_dict
-from hdppo.worker import Worker, WorkerSpec, worker_seed
+from hdppo.engine.checkpoint import module_state, save_checkpoint
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.engine.learner import build_policy, policy_meta
+from hdppo.team.scenario import load_scenario
+from hdppo.engine.config import LayerConfig, TrainConfig, train_config_to_dict
+from hdppo.engine.worker import Worker, WorkerSpec, worker_seed
 
 
 def make_run(out: Path, scenario: str, overrides: dict[str, str] | None = None, layers: list[str] | None = None,
@@ -74,7 +74,7 @@ def team_actions(run: Path, steps: int, seed: int, deterministic: bool = True, t
     if sc.batched_env is not None:
         env = sc.batched_env(cfg, 1, wseed)
     else:
-        from hdppo.assembly import make_env_and_graph
+        from hdppo.team.assembly import make_env_and_graph
         env, _ = make_env_and_graph(sc, cfg, 1, wseed, sc.build_layers(cfg))
     env.reset(seed=wseed)
     team.reset()

@@ -8,8 +8,8 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, Scenario, ScenarioConfig
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, Scenario, ScenarioConfig
 
 
 def reward_of(t: int, i: int) -> float:

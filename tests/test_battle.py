@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hdppo.controllers import uniform_policy
+from hdppo.team.controllers import uniform_policy
 from hdppo.errors import ScenarioError
-from hdppo.graph import spatial_groups
-from hdppo.hierarchy import HierarchyEnv
-from scenarios._battle_batch import (N_ACTIONS, STAY, X, Y, BattleBatch, make_parallel_env, random_controller,
+from hdppo.team.graph import spatial_groups
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.scenarios._battle_batch import (N_ACTIONS, STAY, X, Y, BattleBatch, make_parallel_env, random_controller,
                                      scripted_controller)
-from scenarios.battle import SCENARIO
+from hdppo.scenarios.battle import SCENARIO
 
 MAP = 24        # 16 v 16
 

@@ -7,10 +7,10 @@ import warnings
 
 import pytest
 
-from hdppo.budget import plan_budget, schedule_progress
-from hdppo.scenario import load_scenario
-from hdppo.train_config import resolve_overrides
-from hdppo.trainer import RunSpec, Trainer, plan_stages
+from hdppo.engine.budget import plan_budget, schedule_progress
+from hdppo.team.scenario import load_scenario
+from hdppo.engine.config import resolve_overrides
+from hdppo.engine.trainer import RunSpec, Trainer, plan_stages
 
 
 def trainer_for(scenario: str, steps: int, tmp_path, **over) -> Trainer:
@@ -56,7 +56,7 @@ def test_budget_counts_match_a_real_run(tmp_path):
     summary = t.run()["concurrent"]
     assert summary["env_steps"] == stage.runs
     assert summary["rounds"] == {n: planned[n].updates for n in ("high", "mid", "low")}
-    from hdppo.metrics import read_csv
+    from hdppo.engine.metrics import read_csv
     for name in ("high", "low"):
         lrs = [r["lr"] for r in read_csv(t.out, name)]
         assert lrs[0] == pytest.approx(planned[name].lr_first)

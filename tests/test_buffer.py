@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from hdppo.buffer import RolloutBuffer
-from hdppo.params import MemoryParams
-from hdppo.scenario import load_scenario
-from hdppo.train_config import resolve_overrides, train_config_to_dict
-from hdppo.worker import Worker, WorkerSpec
+from hdppo.engine.buffer import RolloutBuffer
+from hdppo.engine.params import MemoryParams
+from hdppo.team.scenario import load_scenario
+from hdppo.engine.config import resolve_overrides, train_config_to_dict
+from hdppo.engine.worker import Worker, WorkerSpec
 
 E, S, D = 2, 3, 4
 
@@ -88,7 +88,7 @@ def test_raw_reward_mean_is_before_normalisation():
 def test_worker_records_a_time_limit_as_reward_plus_discounted_final_value():
     """grid with max_steps=3: at the time limit each unit's transition stores r + gamma * V(final obs)
     with discount 0, V being the layer's (centralized) critic on LayerStep.final_obs."""
-    from hdppo.learner import critic_obs
+    from hdppo.engine.learner import critic_obs
     sc = load_scenario("grid")
     tc, _ = resolve_overrides({"envs_per_worker": "2", "rollout": "8"}, ["high", "mid", "low"], set())
     w = Worker(WorkerSpec("grid", {"max_steps": 3}, train_config_to_dict(tc), 0, ["low"]), MemoryParams())

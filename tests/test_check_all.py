@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from hdppo.check import run_check
-from hdppo.scenario import _names
+from hdppo.team.check import run_check
+from hdppo.team.scenario import _names
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted(str(p) for p in (ROOT / "examples" / "scenarios").glob("*.py"))

@@ -1,4 +1,4 @@
-"""Tests for hdppo.checkpoint: round trips, Adam exactness, corruption, atomic replace."""
+"""Tests for hdppo.engine.checkpoint: round trips, Adam exactness, corruption, atomic replace."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hdppo import checkpoint as ck
-from hdppo.checkpoint import (
+from hdppo.engine import checkpoint as ck
+from hdppo.engine.checkpoint import (
     CheckpointError,
     check_compatible,
     load_checkpoint,

@@ -1,4 +1,4 @@
-"""Tests for hdppo.config: key=value parsing, typed dotted overrides, YAML files, dict round trips."""
+"""Tests for hdppo.overrides: key=value parsing, typed dotted overrides, YAML files, dict round trips."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Literal, Optional
 
 import pytest
 
-from hdppo.config import apply_overrides, from_dict, load_yaml, parse_assignments, to_dict
+from hdppo.overrides import apply_overrides, from_dict, load_yaml, parse_assignments, to_dict
 from hdppo.errors import ConfigError
 
 

@@ -1,9 +1,9 @@
-"""hdppo.learner.critic_obs: own obs, then mean and max over the layer's living slots, per env copy."""
+"""hdppo.engine.learner.critic_obs: own obs, then mean and max over the layer's living slots, per env copy."""
 from __future__ import annotations
 
 import numpy as np
 
-from hdppo.learner import critic_obs
+from hdppo.engine.learner import critic_obs
 
 
 def test_own_mean_and_max_over_living_slots_by_hand():

@@ -5,7 +5,7 @@ import numpy as np
 
 from cli_helpers import cli
 from hdppo.cli import main
-from hdppo.diagnose import coverage, pca2, run_workers, sample_states
+from hdppo.tools.diagnose import coverage, pca2, run_workers, sample_states
 from hdppo.runfolder import load_run_config
 
 
@@ -47,7 +47,7 @@ def test_ablate_retrains_with_k_of_n_workers_data(tmp_path):
     import json
     import subprocess
     import sys
-    from hdppo.metrics import read_csv
+    from hdppo.engine.metrics import read_csv
     run = tmp_path / "run"
     base = [sys.executable, "-m", "hdppo.cli"]
     subprocess.run(base + ["train", "grid", "--layer", "low", "--steps", "512", "--workers", "2", "--backend", "inline",

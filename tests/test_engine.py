@@ -6,13 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hdppo.checkpoint import load_checkpoint, save_checkpoint
-from hdppo.params import MemoryParams
-from hdppo.scenario import load_scenario
-from hdppo.server import ParameterServer, aggregation_weights
-from hdppo.train_config import resolve_overrides, train_config_to_dict
-from hdppo.trainer import RunSpec, Trainer, layer_infos
-from hdppo.worker import GradResult, Worker, WorkerSpec
+from hdppo.engine.checkpoint import load_checkpoint, save_checkpoint
+from hdppo.engine.params import MemoryParams
+from hdppo.team.scenario import load_scenario
+from hdppo.engine.server import ParameterServer, aggregation_weights
+from hdppo.engine.config import resolve_overrides, train_config_to_dict
+from hdppo.engine.trainer import RunSpec, Trainer, layer_infos
+from hdppo.engine.worker import GradResult, Worker, WorkerSpec
 
 GRID_LAYERS = ["high", "mid", "low"]
 LOW_ON_GOALS = {"w_ext.low": "0", "w_int.low": "1", "lr": "1e-3", "rollout": "16", "progress": "false"}
@@ -87,8 +87,8 @@ def test_low_layer_learns_its_goals_in_every_mode(tmp_path, mode, sync):
 
 def random_team(episodes: int, seed: int) -> dict[str, float]:
     """Team return and targets claimed when every layer acts uniformly at random."""
-    from hdppo.controllers import uniform_policy
-    from hdppo.hierarchy import HierarchyEnv
+    from hdppo.team.controllers import uniform_policy
+    from hdppo.team.hierarchy import HierarchyEnv
     sc = load_scenario("grid")
     hier = HierarchyEnv(sc, n_envs=8, seed=seed)
     pols = [uniform_policy(inf, seed + inf.index) for inf in hier.info]
@@ -173,7 +173,7 @@ def test_async_staleness_with_real_workers_at_known_versions():
     """Async DPPO, made deterministic: two real workers compute gradients of their own rollouts; the
     fast one reads every version the server publishes, the slow one's store lags at chosen versions.
     The server applies a gradient up to max_staleness versions old and drops (and counts) older ones."""
-    from hdppo.learner import flat_params
+    from hdppo.engine.learner import flat_params
     tc, _ = resolve_overrides({"envs_per_worker": "2", "rollout": "16", "seed": "0", "sync": "async",
                                "max_staleness": "1", "backend": "inline"}, GRID_LAYERS, set())
     sc = load_scenario("grid")
@@ -216,7 +216,7 @@ def test_async_staleness_with_real_workers_at_known_versions():
 def test_async_process_backend_trains_and_counts_staleness(tmp_path):
     """Two processes racing in async mode: how many gradients arrive late depends on timing, but the
     bookkeeping must add up whatever happened (max_staleness 0: applied = staleness 0, dropped = the rest)."""
-    from hdppo.metrics import read_csv
+    from hdppo.engine.metrics import read_csv
     run = train(tmp_path / "run", ["low"], steps=3000, workers=2, envs_per_worker=2, backend="process",
                 seed=0, sync="async", max_staleness=0, rollout=16, progress="false").out
     _, meta = load_checkpoint(run / "checkpoints" / "low")
@@ -240,8 +240,8 @@ def test_async_process_backend_trains_and_counts_staleness(tmp_path):
 
 def _trained_policies(run: Path, tc) -> dict[str, tuple]:
     """Per layer: (policy as trained, policy as the run started it), rebuilt from the checkpoints."""
-    from hdppo.checkpoint import load_module_state
-    from hdppo.learner import build_policy
+    from hdppo.engine.checkpoint import load_module_state
+    from hdppo.engine.learner import build_policy
     sc = load_scenario("grid")
     out = {}
     for i, info in enumerate(layer_infos(sc, sc.make_config(), tc.seed)):
@@ -258,8 +258,8 @@ def test_centralized_critic_and_role_embeddings_train(tmp_path):
     """What the options do when the workers act: the critic reads the other slots of the env copy and
     the actor does not; role embeddings tell apart slots with the same observation; training moves them."""
     import torch
-    from hdppo.interfaces import Decision
-    from hdppo.learner import flat_params
+    from hdppo.team.interfaces import Decision
+    from hdppo.engine.learner import flat_params
     t = train(tmp_path / "run", GRID_LAYERS, steps=1200, workers=1, envs_per_worker=2, backend="inline",
               seed=0, centralized="true", roles="true", rollout=16, progress="false")
     policies = _trained_policies(t.out, t.tc)

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hdppo.evidence import EvidencePlan, Variant, finished, main, mean_curve, outcome_curve, steps_to_reach
-from hdppo.metrics import MetricsSink
+from hdppo.tools.evidence import EvidencePlan, Variant, finished, main, mean_curve, outcome_curve, steps_to_reach
+from hdppo.engine.metrics import MetricsSink
 
 
 def _fake_run(path: Path, steps: list[int], wins: list[float], episodes: list[int]) -> Path:
@@ -66,7 +66,7 @@ def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path, 
 
 
 def test_a_flat_team_that_never_improved_sets_no_target(tmp_path, monkeypatch):
-    import hdppo.evidence as ev
+    import hdppo.tools.evidence as ev
     runs = {"3-layer": _fake_run(tmp_path / "h", [100, 200], [0.0, 0.0], [60, 60]),
             "flat": _fake_run(tmp_path / "f", [100, 200], [0.0, 0.0], [60, 60])}
     plan = EvidencePlan("grid", "win", 200, [0], [Variant("3-layer", []), Variant("flat", [])], out=tmp_path)

@@ -91,7 +91,7 @@ def test_onnx_model_has_a_dynamic_batch_and_matches_the_actor(exported):
 def test_onnx_runtime_needs_no_torch(exported):
     _, exp = exported["spread"]
     code = ("import sys; from hdppo.runtime.onnx_team import OnnxTeam\n"
-            "from hdppo.scenario import load_scenario\n"
+            "from hdppo.team.scenario import load_scenario\n"
             "t = OnnxTeam(sys.argv[1]); sc = load_scenario('spread'); env = sc.env(t.cfg)\n"
             "obs, _ = env.reset(seed=0); t.reset(); n = 0\n"
             "while env.agents:\n"
@@ -124,7 +124,7 @@ def test_onnx_team_samples_legal_actions(exported):
     a = team_actions(run, 30, seed=1, team=OnnxTeam(exp, deterministic=False, seed=7))
     b = team_actions(run, 30, seed=1, team=OnnxTeam(exp, deterministic=False, seed=7))
     assert a == b and a != greedy
-    from scenarios.skirmish import SkirmishBatch
+    from hdppo.scenarios.skirmish import SkirmishBatch
     team = OnnxTeam(exp, deterministic=False, seed=7)
     env = SkirmishBatch(team.cfg, 1, 0)
     env.reset(seed=0)

@@ -1,4 +1,4 @@
-"""Tests for hdppo.graph: building agent graphs, querying them, spatial grouping and validation."""
+"""Tests for hdppo.team.graph: building agent graphs, querying them, spatial grouping and validation."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hdppo.errors import GraphError, ScenarioError
-from hdppo.graph import AgentGraph, SpatialGrouping, spatial_groups
+from hdppo.team.graph import AgentGraph, SpatialGrouping, spatial_groups
 
 UNITS = [f"u{i}" for i in range(6)]
 

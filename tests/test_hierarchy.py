@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hdppo import aggregate as agg
-from hdppo.controllers import uniform_policy
-from hdppo.hierarchy import HierarchyEnv
+from hdppo.team import aggregate as agg
+from hdppo.team.controllers import uniform_policy
+from hdppo.team.hierarchy import HierarchyEnv
 from scripted_env import make_scenario, reward_of
 
 
@@ -248,7 +248,7 @@ def test_sum_children_matches_reference_loop():
 
 def test_many_copies_equal_single_copies():
     """Batched copies step exactly like one copy each (same seeds, same actions)."""
-    from hdppo.scenario import load_scenario
+    from hdppo.team.scenario import load_scenario
     sc = load_scenario("spread")
     cfg = sc.make_config({"max_cycles": 12})
     many = HierarchyEnv(sc, cfg, n_envs=3, seed=5)
@@ -274,8 +274,8 @@ def test_many_copies_equal_single_copies():
 def test_spatial_groups_are_recomputed_at_every_reset():
     """Squads formed by position at reset: each squad holds the units nearest each other."""
     import dataclasses
-    from hdppo.graph import AgentGraph, spatial_groups
-    from hdppo.scenario import load_scenario
+    from hdppo.team.graph import AgentGraph, spatial_groups
+    from hdppo.team.scenario import load_scenario
     grid = load_scenario("grid")
     scenario = dataclasses.replace(
         grid, graph=lambda cfg, agents: AgentGraph.groups(agents, [cfg.squad_size], spatial=True))

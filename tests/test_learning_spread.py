@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from hdppo.metrics import read_csv
-from hdppo.scenario import load_scenario
-from hdppo.train_config import resolve_overrides
-from hdppo.trainer import RunSpec, Trainer
+from hdppo.engine.metrics import read_csv
+from hdppo.team.scenario import load_scenario
+from hdppo.engine.config import resolve_overrides
+from hdppo.engine.trainer import RunSpec, Trainer
 
 SPREAD = {"n_agents": "3", "squad_size": "3", "max_cycles": "25", "layers": "1"}
 

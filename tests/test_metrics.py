@@ -1,4 +1,4 @@
-"""Tests for hdppo.metrics: CSV + TensorBoard sink, progress lines, CPU meter."""
+"""Tests for hdppo.engine.metrics: CSV + TensorBoard sink, progress lines, CPU meter."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hdppo.metrics import CpuMeter, MetricsSink, Progress, cpu_utilisation, read_csv, scope_file
+from hdppo.engine.metrics import CpuMeter, MetricsSink, Progress, cpu_utilisation, read_csv, scope_file
 
 
 def test_csv_round_trip(tmp_path: Path) -> None:

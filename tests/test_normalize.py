@@ -1,10 +1,10 @@
-"""hdppo.normalize: the streaming mean/variance and the semi-MDP reward normaliser, against numpy and hand loops."""
+"""hdppo.engine.normalize: the streaming mean/variance and the semi-MDP reward normaliser, against numpy and hand loops."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hdppo.normalize import RewardNormalizer, RunningMeanStd
+from hdppo.engine.normalize import RewardNormalizer, RunningMeanStd
 
 PRIOR = 1e-4     # RunningMeanStd starts as one-ten-thousandth of a sample of mean 0, variance 1
 

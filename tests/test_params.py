@@ -1,4 +1,4 @@
-"""hdppo.params: the parameter stores workers read from (in memory, and shared memory across processes)."""
+"""hdppo.engine.params: the parameter stores workers read from (in memory, and shared memory across processes)."""
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -7,7 +7,7 @@ from multiprocessing import shared_memory
 import numpy as np
 import pytest
 
-from hdppo.params import MemoryParams, SharedParams
+from hdppo.engine.params import MemoryParams, SharedParams
 
 SPAWN = mp.get_context("spawn")
 

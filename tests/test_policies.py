@@ -9,7 +9,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from policies import (
+from hdppo.policies import (
     POLICIES,
     ActorCritic,
     BoxHead,
@@ -263,7 +263,7 @@ def test_gradients_reach_actor_and_critic():
 
 def _ppo_steps_on_spread(sign: float, steps: int = 30) -> torch.Tensor:
     """log_std after PPO updates where the advantage is sign * (how far the action fell from the mean)."""
-    from hdppo.ppo import ppo_loss
+    from hdppo.engine.ppo import ppo_loss
     torch.manual_seed(3)
     pol = ActorCritic(2, spaces.Box(-1, 1, (2,)), hidden=(8,))
     opt = torch.optim.Adam(pol.parameters(), lr=0.02)

@@ -1,4 +1,4 @@
-"""hdppo.ppo against plain reference loops."""
+"""hdppo.engine.ppo against plain reference loops."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from hdppo.ppo import explained_variance, linear_schedule, ppo_loss, smdp_gae
+from hdppo.engine.ppo import explained_variance, linear_schedule, ppo_loss, smdp_gae
 
 GAMMA, LAM = 0.99, 0.95
 

@@ -15,12 +15,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from hdppo.backends import WorkerError  # noqa: E402
-from hdppo.checkpoint import load_checkpoint  # noqa: E402
-from hdppo.scenario import load_scenario  # noqa: E402
-from hdppo.train_config import resolve_overrides, train_config_to_dict  # noqa: E402
-from hdppo.trainer import RunSpec, Trainer  # noqa: E402
-from hdppo.worker import WorkerSpec  # noqa: E402
+from hdppo.engine.backends import WorkerError  # noqa: E402
+from hdppo.engine.checkpoint import load_checkpoint  # noqa: E402
+from hdppo.team.scenario import load_scenario  # noqa: E402
+from hdppo.engine.config import resolve_overrides, train_config_to_dict  # noqa: E402
+from hdppo.engine.trainer import RunSpec, Trainer  # noqa: E402
+from hdppo.engine.worker import WorkerSpec  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 NAN_ENV = TESTS / "fixtures" / "nan_env.py"
@@ -96,7 +96,7 @@ def test_a_scenario_error_in_a_worker_stops_training_with_its_message(tmp_path, 
 
 @pytest.mark.timeout(120)
 def test_a_raising_or_dying_worker_is_named(tmp_path, own_ray):
-    from hdppo.backends.ray import RayBackend
+    from hdppo.engine.backends.ray import RayBackend
     scenario = FAILING_ENV
     tc, _ = resolve_overrides({"envs_per_worker": "1", "rollout": "16", "seed": "0"}, ["low"], set())
     fails = [{}, {"fail": "raise", "at": "5"}, {"fail": "exit", "at": "5"}]   # worker 0 is healthy
@@ -137,8 +137,8 @@ def test_workers_spread_over_the_nodes_of_a_cluster(tmp_path, own_ray, monkeypat
     """Two Ray nodes of one CPU each on this machine; `address=` joins them, one worker lands on each."""
     from ray.cluster_utils import Cluster
 
-    import hdppo.trainer
-    from hdppo.backends.ray import RayBackend
+    import hdppo.engine.trainer
+    from hdppo.engine.backends.ray import RayBackend
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
@@ -151,7 +151,7 @@ def test_workers_spread_over_the_nodes_of_a_cluster(tmp_path, own_ray, monkeypat
             made.append(RayBackend(specs, layer_sizes, address=cluster.address, num_cpus_per_worker=1))
             return made[-1]
 
-        monkeypatch.setattr(hdppo.trainer, "make_backend", make_backend)
+        monkeypatch.setattr(hdppo.engine.trainer, "make_backend", make_backend)
         t = train(tmp_path / "run", ["low"], backend="ray", steps=256, workers=2, envs_per_worker=2, seed=0,
                   progress="false", rollout=16)
         assert json.loads((t.out / "state.json").read_text())["finished"] is True
@@ -170,7 +170,7 @@ def test_workers_spread_over_the_nodes_of_a_cluster(tmp_path, own_ray, monkeypat
 def test_params_travel_inline_or_by_reference_and_refresh_mid_rollout(own_ray):
     """Small parameter vectors ride along with the calls, big ones go through the object store once;
     a worker refreshing mid-rollout (async + sync_every) reads the newest from the board."""
-    from hdppo.backends.ray import INLINE_BYTES, ActorParams, ParamBoard, RayParams
+    from hdppo.engine.backends.ray import INLINE_BYTES, ActorParams, ParamBoard, RayParams
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     board = ray.remote(ParamBoard).options(num_cpus=0).remote()
     driver = RayParams(board, n_workers=2)

@@ -16,15 +16,15 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-import hdppo.loop  # noqa: E402
-import hdppo.trainer  # noqa: E402
-from hdppo.backends import WorkerError  # noqa: E402
-from hdppo.backends.ray import RayBackend  # noqa: E402
-from hdppo.checkpoint import load_checkpoint  # noqa: E402
-from hdppo.scenario import load_scenario  # noqa: E402
-from hdppo.train_config import resolve_overrides, train_config_to_dict  # noqa: E402
-from hdppo.trainer import RunSpec, Trainer  # noqa: E402
-from hdppo.worker import WorkerSpec  # noqa: E402
+import hdppo.engine.loop  # noqa: E402
+import hdppo.engine.trainer  # noqa: E402
+from hdppo.engine.backends import WorkerError  # noqa: E402
+from hdppo.engine.backends.ray import RayBackend  # noqa: E402
+from hdppo.engine.checkpoint import load_checkpoint  # noqa: E402
+from hdppo.team.scenario import load_scenario  # noqa: E402
+from hdppo.engine.config import resolve_overrides, train_config_to_dict  # noqa: E402
+from hdppo.engine.trainer import RunSpec, Trainer  # noqa: E402
+from hdppo.engine.worker import WorkerSpec  # noqa: E402
 
 # The failing_env fixture with a commander over two units (`layers=2`): an env copy kills its process
 # at step `at` (`fail=exit`): every time when `marker` is "", else only the first copy to create it.
@@ -61,7 +61,7 @@ def made(monkeypatch) -> Made:
         backends.append(RayBackend(specs, layer_sizes, **backends.options))
         return backends[-1]
 
-    monkeypatch.setattr(hdppo.trainer, "make_backend", make_backend)
+    monkeypatch.setattr(hdppo.engine.trainer, "make_backend", make_backend)
     return backends
 
 
@@ -218,7 +218,7 @@ def test_training_goes_on_when_a_node_is_removed(tmp_path, scenario, own_ray, ma
         head = cluster.head_node.node_id
         made.options.update(address=cluster.address, num_cpus_per_worker=1)
         removed: list[int] = []
-        collect_done = hdppo.loop.StageLoop.after_collect
+        collect_done = hdppo.engine.loop.StageLoop.after_collect
 
         def after_collect(loop, results):
             collect_done(loop, results)
@@ -231,7 +231,7 @@ def test_training_goes_on_when_a_node_is_removed(tmp_path, scenario, own_ray, ma
                 # is gone and exits within a few seconds: wait for that, so its next call fails
                 assert wait_gone(backend.pids[removed[0]], 30.0)
 
-        monkeypatch.setattr(hdppo.loop.StageLoop, "after_collect", after_collect)
+        monkeypatch.setattr(hdppo.engine.loop.StageLoop, "after_collect", after_collect)
         steps = 8 * ROUND
         t = train(tmp_path / "run", scenario, backend="ray", steps=steps)
         (backend,) = made

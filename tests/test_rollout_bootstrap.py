@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hdppo.hierarchy import HierarchyEnv
-from hdppo.params import MemoryParams
-from hdppo.scenario import load_scenario
-from hdppo.train_config import resolve_overrides, train_config_to_dict
-from hdppo.worker import Worker, WorkerSpec
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.engine.params import MemoryParams
+from hdppo.team.scenario import load_scenario
+from hdppo.engine.config import resolve_overrides, train_config_to_dict
+from hdppo.engine.worker import Worker, WorkerSpec
 
 GAMMA, LAM = 0.99, 0.95
 
@@ -48,7 +48,7 @@ def record_steps(w: Worker) -> list:
 
 def value_of(w: Worker, layer: str, obs: np.ndarray) -> np.ndarray:
     """V of decision observations [E, S, D] as the worker computes it (centralized critic included)."""
-    from hdppo.learner import critic_obs
+    from hdppo.engine.learner import critic_obs
     i = w.by_name[layer].info.index
     crit = critic_obs(obs, w.hier.slot_alive(i)) if w.by_name[layer].lc.centralized else None
     flat = lambda x: torch.as_tensor(x.reshape(-1, x.shape[-1]), dtype=torch.float32)  # noqa: E731

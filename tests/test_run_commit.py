@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 
 from cli_helpers import cli
-from hdppo.checkpoint import load_checkpoint
+from hdppo.engine.checkpoint import load_checkpoint
 
 
 def list_commits(run: Path) -> list[int]:
-    from hdppo.commit import list_commits as listed        # imported late: the file also runs on older hdppo
+    from hdppo.engine.commit import list_commits as listed        # imported late: the file also runs on older hdppo
     return listed(run)
 
 
 def open_commit(run: Path, n: int):
-    from hdppo.commit import open_commit as opened
+    from hdppo.engine.commit import open_commit as opened
     return opened(run, n)
 
 FAST = ["--backend", "inline", "--workers", "1", "--seed", "0", "--no-progress", "envs_per_worker=2",
@@ -133,7 +133,7 @@ def test_reinit_recreates_only_the_named_layer(three_layer_run, tmp_path, capsys
 
 
 def test_a_hand_edited_layer_field_is_refused_even_with_a_matching_manifest(three_layer_run, tmp_path, capsys):
-    from hdppo.commit import sha256_file
+    from hdppo.engine.commit import sha256_file
     run = copy_run(three_layer_run, tmp_path / "run")
     c = newest(run)
     meta_path = c.layer_dir("mid") / "meta.json"
@@ -148,7 +148,7 @@ def test_a_hand_edited_layer_field_is_refused_even_with_a_matching_manifest(thre
 
 
 def test_malformed_meta_with_a_matching_manifest_is_one_line(three_layer_run, tmp_path, capsys):
-    from hdppo.commit import sha256_file
+    from hdppo.engine.commit import sha256_file
     run = copy_run(three_layer_run, tmp_path / "run")
     c = newest(run)
     meta_path = c.layer_dir("low") / "meta.json"
@@ -243,9 +243,9 @@ def test_eval_and_load_read_the_newest_commit(three_layer_run, tmp_path, capsys)
 def test_resumed_servers_hold_the_commit_exactly(three_layer_run, tmp_path):
     """Weights and Adam state of every layer after a resume are bit-identical to the commit's."""
     from hdppo.evaluate import load_run_config
-    from hdppo.server import ParameterServer
-    from hdppo.train_config import train_config_from_dict
-    from hdppo.trainer import RunSpec, Trainer
+    from hdppo.engine.server import ParameterServer
+    from hdppo.engine.config import train_config_from_dict
+    from hdppo.engine.trainer import RunSpec, Trainer
     run = copy_run(three_layer_run, tmp_path / "run")
     config = load_run_config(run)
     tc = train_config_from_dict(config["train"])

@@ -11,7 +11,7 @@ import pytest
 
 import hdppo
 from hdppo.errors import ConfigError, ScenarioError
-from hdppo.scenario import load_scenario
+from hdppo.team.scenario import load_scenario
 from runtime_helpers import make_run, team_actions, worker_actions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def test_plain_loop_over_the_pettingzoo_env(runs, scenario):
     sim = getattr(env, "batch", None) if scenario == "warehouse" else None   # its grounding reads the simulator
     opponent = None
     if scenario == "battle":
-        from scenarios.battle import blue_controller
+        from hdppo.scenarios.battle import blue_controller
         opponent = blue_controller(cfg, env, 0)
     steps, team = _plain_episode(runs[scenario], scenario, env, sim, opponent)
     assert steps >= 10 and not env.agents if scenario != "spread" else steps == 40
@@ -183,7 +183,7 @@ def test_trained_run_plays_from_python_c(tmp_path):
     subprocess.run([sys.executable, "-m", "hdppo.cli", "train", "grid", "--steps", "1500", "--workers", "1",
                     "--backend", "inline", "--no-progress", "--out", str(run)], check=True, cwd=ROOT,
                    capture_output=True, timeout=300)
-    code = ("import hdppo, sys; from scenarios.grid import GridParallelEnv\n"
+    code = ("import hdppo, sys; from hdppo.scenarios.grid import GridParallelEnv\n"
             "t = hdppo.load(sys.argv[1], deterministic=True); env = GridParallelEnv(t.cfg)\n"
             "obs, _ = env.reset(seed=0); t.reset(); n = 0\n"
             "while env.agents:\n"
@@ -213,8 +213,8 @@ def test_state_is_needed_each_step_for_use_state_layers(tmp_path):
 
 SPATIAL_GRID = '''
 import dataclasses
-from hdppo.graph import AgentGraph
-from scenarios.grid import SCENARIO as GRID
+from hdppo.team.graph import AgentGraph
+from hdppo.scenarios.grid import SCENARIO as GRID
 
 SCENARIO = dataclasses.replace(GRID, name="grid_spatial", graph=lambda cfg, agents: AgentGraph.team(
     list(agents), cfg.layers, cfg.squad_size, spatial=True))
@@ -237,7 +237,7 @@ def test_spatial_grouping_from_given_positions(tmp_path):
     team.reset()
     xy = env.batch.positions()[0]
     team.act(obs, positions={u: xy[i] for i, u in enumerate(team.units)})
-    from hdppo.graph import spatial_groups
+    from hdppo.team.graph import spatial_groups
     groups = spatial_groups(xy, 3)
     assert sorted(map(sorted, team.members().values())) == sorted(
         sorted(u for i, u in enumerate(team.units) if groups[i] == g) for g in set(groups))

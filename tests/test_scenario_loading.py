@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import hdppo.scenario as scenario_mod
-from hdppo.controllers import uniform_policy
+import hdppo.team.scenario as scenario_mod
+from hdppo.team.controllers import uniform_policy
 from hdppo.errors import ScenarioError
-from hdppo.hierarchy import HierarchyEnv
-from hdppo.scenario import Scenario, load_scenario
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.team.scenario import Scenario, load_scenario
 
 HERE = Path(__file__).parent
 BROKEN = HERE / "scenarios_broken"

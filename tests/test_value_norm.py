@@ -6,14 +6,14 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from hdppo.checkpoint import load_checkpoint, save_checkpoint
-from hdppo.learner import Batch, flat_params, load_flat_params, minibatch_loss
-from hdppo.params import MemoryParams
-from hdppo.scenario import load_scenario
-from hdppo.server import ParameterServer
-from hdppo.train_config import LayerConfig, resolve_overrides, train_config_to_dict
-from hdppo.worker import Worker, WorkerSpec
-from policies.mlp import ActorCritic
+from hdppo.engine.checkpoint import load_checkpoint, save_checkpoint
+from hdppo.engine.learner import Batch, flat_params, load_flat_params, minibatch_loss
+from hdppo.engine.params import MemoryParams
+from hdppo.team.scenario import load_scenario
+from hdppo.engine.server import ParameterServer
+from hdppo.engine.config import LayerConfig, resolve_overrides, train_config_to_dict
+from hdppo.engine.worker import Worker, WorkerSpec
+from hdppo.policies.mlp import ActorCritic
 
 OBS = 6
 
@@ -97,8 +97,8 @@ def test_server_statistics_survive_a_checkpoint(tmp_path):
 
 
 def _spread_ev(tmp_path, value_norm: str) -> list[float]:
-    from hdppo.metrics import read_csv
-    from hdppo.trainer import RunSpec, Trainer
+    from hdppo.engine.metrics import read_csv
+    from hdppo.engine.trainer import RunSpec, Trainer
     keys = set(load_scenario("spread").make_config().__dataclass_fields__)
     tc, scen = resolve_overrides({"steps": "30000", "workers": "1", "envs_per_worker": "8", "backend": "inline",
                                   "progress": "false", "value_norm": value_norm, "reward_norm": "false",

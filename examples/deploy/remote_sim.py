@@ -25,7 +25,7 @@ import hdppo  # noqa: E402
 def simulator(conn: Any, scenario: str, cfg: Any) -> None:
     """The simulator process: reset / step its env on request, reply with what the controller needs."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from hdppo.scenario import load_scenario
+    from hdppo.team.scenario import load_scenario
     env = load_scenario(scenario).env(cfg)
     while True:
         msg, arg = conn.recv()

@@ -5,11 +5,11 @@ rate with 95% bootstrap CIs, kills and survivors beside it.
     python examples/evidence/battle.py --write docs/evidence
 
 Finished runs in runs/evidence/battle are reused; `--steps`, `--seeds`, `--report-only` as in
-hdppo.evidence.main.
+hdppo.tools.evidence.main.
 """
 from pathlib import Path
 
-from hdppo.evidence import EvidencePlan, Variant, main
+from hdppo.tools.evidence import EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
     scenario="battle", outcome="win", steps=300_000, seeds=[0, 1, 2],

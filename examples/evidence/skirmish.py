@@ -6,11 +6,11 @@ env-step budget; final win rate with 95% bootstrap CIs, points held and enemies 
 
 The issue's aim: the 3-layer team reaches the flat team's final win rate in at most half the env
 steps. Finished runs in runs/evidence/skirmish are reused; `--steps`, `--seeds`, `--report-only`
-as in hdppo.evidence.main.
+as in hdppo.tools.evidence.main.
 """
 from pathlib import Path
 
-from hdppo.evidence import EvidencePlan, Variant, main
+from hdppo.tools.evidence import EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
     scenario="skirmish", outcome="win", steps=1_000_000, seeds=[0, 1, 2],

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hdppo.evidence import finished
-from hdppo.metrics import read_csv
+from hdppo.tools.evidence import finished
+from hdppo.engine.metrics import read_csv
 from hdppo.stats import seeds_ci
 
 TASK = ["n_agents=3", "squad_size=3", "max_cycles=25", "layers=1"]

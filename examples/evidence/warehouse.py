@@ -4,11 +4,11 @@
     python examples/evidence/warehouse.py --write docs/evidence      # ~6 runs of a few minutes each
 
 Finished runs in runs/evidence/warehouse are reused; `--steps`, `--seeds`, `--report-only` as in
-hdppo.evidence.main.
+hdppo.tools.evidence.main.
 """
 from pathlib import Path
 
-from hdppo.evidence import EvidencePlan, Variant, main
+from hdppo.tools.evidence import EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
     scenario="warehouse", outcome="delivery_rate", steps=240_000, seeds=[0, 1, 2],

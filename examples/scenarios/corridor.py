@@ -18,9 +18,9 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, LayerContext, Scenario, ScenarioConfig
-from hdppo.vecenv import BatchedEnv, EnvStep
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
+from hdppo.team.vecenv import BatchedEnv, EnvStep
 
 
 @dataclass

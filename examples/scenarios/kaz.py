@@ -22,8 +22,8 @@ from typing import Literal
 import numpy as np
 from gymnasium import spaces
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, LayerContext, Scenario, ScenarioConfig
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
 
 
 @dataclass

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, LayerContext, Scenario, ScenarioConfig
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
 
 
 @dataclass

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, LayerContext, Opponents, Scenario, ScenarioConfig
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, LayerContext, Opponents, Scenario, ScenarioConfig
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 `hdppo.runtime.onnx_team.OnnxTeam` runs a team exported with `hdppo export` (onnxruntime, no torch).
 """
-from .host_env import HostEnv
-from .team import LayerDescription, Team, load
+from hdppo.runtime.host_env import HostEnv
+from hdppo.runtime.team import LayerDescription, Team, load
 
 __all__ = ["HostEnv", "LayerDescription", "Team", "load"]

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..interfaces import Decision, LayerInfo
-from .action_space import to_space
+from hdppo.team.interfaces import Decision, LayerInfo
+from hdppo.runtime.action_space import to_space
 
 
 @dataclass
@@ -26,7 +26,7 @@ class LoadedPolicy:
 
 def load_policy(info: LayerInfo, path: str) -> LoadedPolicy:
     """A layer's policy from its checkpoint folder, refused if built for another obs size or action space."""
-    from ..learner import load_policy as load_checkpointed
+    from hdppo.engine.learner import load_policy as load_checkpointed
     module, lc, meta = load_checkpointed(info, path)
     return LoadedPolicy(module, info.slot_roles if lc.roles else None, meta, str(path))
 

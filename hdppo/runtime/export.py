@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ConfigError
-from .team import Team
+from hdppo.errors import ConfigError
+from hdppo.runtime.team import Team
 
 MANIFEST = "manifest.json"
 FORMAT = "hdppo-team-export"
@@ -164,8 +164,8 @@ def _onnx_export(module: nn.Module, args: tuple, path: Path, names: list[str], o
 
 def export_team(run: str | Path, out: str | Path, fmt: str = "onnx", opset: int = OPSET) -> Path:
     """Write out/LAYER.onnx (or .pt) per checkpointed layer and out/manifest.json; returns the manifest path."""
-    from ..runfolder import SCENARIO_COPY, load_run_config, resolve_scenario
-    from .team import load
+    from hdppo.runfolder import SCENARIO_COPY, load_run_config, resolve_scenario
+    from hdppo.runtime.team import load
     if fmt not in ("onnx", "torchscript"):
         raise ConfigError(f"unknown export format {fmt!r}", "use --format onnx or --format torchscript")
     if fmt == "onnx":

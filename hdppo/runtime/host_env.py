@@ -18,8 +18,8 @@ from typing import Any, Iterable, Mapping
 import gymnasium as gym
 import numpy as np
 
-from ..errors import ConfigError, ScenarioError
-from ..vecenv import BatchedEnv, EnvStep
+from hdppo.errors import ConfigError, ScenarioError
+from hdppo.team.vecenv import BatchedEnv, EnvStep
 
 
 @dataclass
@@ -38,7 +38,7 @@ class UnitSpaces:
 
 def probe_spaces(scenario: Any, cfg: Any, specs: list) -> UnitSpaces:
     """Build the scenario's env once (one copy) to read its units and spaces, then close it."""
-    from ..assembly import make_env_and_graph
+    from hdppo.team.assembly import make_env_and_graph
     env, graph = make_env_and_graph(scenario, cfg, 1, None, specs)
     try:
         units = list(graph.units)

@@ -16,10 +16,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ..errors import ConfigError
-from ..interfaces import Decision, LayerInfo
-from .action_space import pick, to_space
-from .team import LayerPolicy, Team
+from hdppo.errors import ConfigError
+from hdppo.team.interfaces import Decision, LayerInfo
+from hdppo.runtime.action_space import pick, to_space
+from hdppo.runtime.team import LayerPolicy, Team
 
 
 @dataclass
@@ -37,7 +37,7 @@ class OnnxTeam(Team):
 
     def __init__(self, export_dir: str | Path, deterministic: bool = True, seed: int = 0,
                  overrides: dict[str, Any] | None = None) -> None:
-        from ..scenario import load_scenario
+        from hdppo.team.scenario import load_scenario
         self.export_dir = Path(export_dir)
         path = self.export_dir / "manifest.json"
         if not path.is_file():

@@ -15,12 +15,12 @@ from typing import Any, Callable, Iterable, Mapping
 import gymnasium as gym
 import numpy as np
 
-from ..controllers import scripted_policy, uniform_policy
-from ..errors import ConfigError, ScenarioError
-from ..hierarchy import HierarchyEnv
-from ..interfaces import Decision, LayerInfo
-from ..scenario import Scenario
-from .host_env import HostEnv, probe_spaces
+from hdppo.team.controllers import scripted_policy, uniform_policy
+from hdppo.errors import ConfigError, ScenarioError
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.team.interfaces import Decision, LayerInfo
+from hdppo.team.scenario import Scenario
+from hdppo.runtime.host_env import HostEnv, probe_spaces
 
 LayerPolicy = Callable[[Decision], np.ndarray]
 
@@ -81,15 +81,15 @@ class Team:
 
     # ---- how layers act (torch here; hdppo.runtime.onnx_team overrides these three) -----------
     def _load_policy(self, info: LayerInfo, path: str) -> Any:
-        from .actors import load_policy
+        from hdppo.runtime.actors import load_policy
         return load_policy(info, path)
 
     def _policy_actor(self, info: LayerInfo, loaded: Any) -> LayerPolicy:
-        from .actors import policy_actor
+        from hdppo.runtime.actors import policy_actor
         return policy_actor(info, loaded, self.deterministic)
 
     def _seed_streams(self, seed: int) -> None:
-        from ..torch_stream import TorchStream
+        from hdppo.engine.torch_stream import TorchStream
         self._stream = TorchStream(seed)        # the team's own torch random stream, as a worker's
 
     def _rng(self) -> AbstractContextManager:
@@ -217,8 +217,8 @@ def load(run: str | Path, *, deterministic: bool = False, seed: int | None = Non
     the run trained but never saved is refused unless `allow_untrained` (it then acts scripted or
     uniformly). `seed` seeds stochastic actors and uniform layers (default: the run's seed).
     """
-    from ..runfolder import load_run_config, resolve_scenario, team_checkpoints, untrained_layers
-    from ..scenario import load_scenario
+    from hdppo.runfolder import load_run_config, resolve_scenario, team_checkpoints, untrained_layers
+    from hdppo.team.scenario import load_scenario
     config = load_run_config(run)
     missing = untrained_layers(run, config)
     if missing and not allow_untrained:
@@ -230,6 +230,6 @@ def load(run: str | Path, *, deterministic: bool = False, seed: int | None = Non
     values.update({k: str(v) if not isinstance(v, str) else v for k, v in (overrides or {}).items()})
     cfg = scenario.make_config(values)
     if seed is None:
-        from ..worker import worker_seed
+        from hdppo.engine.worker import worker_seed
         seed = worker_seed(int(config.get("train", {}).get("seed", 0)), 0)
     return Team(scenario, cfg, team_checkpoints(run, config), deterministic=deterministic, seed=seed)

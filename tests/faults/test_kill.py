@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from fault_helpers import GRID, assert_consistent, launch, wait_for
-from hdppo.checkpoint import load_checkpoint
+from hdppo.engine.checkpoint import load_checkpoint
 from hdppo.cli import main
-from hdppo.commit import list_commits, open_commit
+from hdppo.engine.commit import list_commits, open_commit
 
 STEPS = 8000
 RUN = [*GRID, "--backend", "inline", "--workers", "2", "checkpoint_seconds=1", "checkpoint_every=4"]
@@ -31,9 +31,9 @@ def committed_versions(run: Path) -> dict[str, int]:
 def assert_resumes_exactly(run: Path) -> int:
     """What a resume of `run` restores equals its newest commit, tensor for tensor; returns the commit."""
     from hdppo.evaluate import load_run_config
-    from hdppo.server import ParameterServer
-    from hdppo.train_config import train_config_from_dict
-    from hdppo.trainer import RunSpec, Trainer
+    from hdppo.engine.server import ParameterServer
+    from hdppo.engine.config import train_config_from_dict
+    from hdppo.engine.trainer import RunSpec, Trainer
     config = load_run_config(run)
     tc = train_config_from_dict(config["train"])
     t = Trainer(RunSpec(config["scenario"], config["scenario_overrides"], tc, config["layers"], {}, run), resume=True)

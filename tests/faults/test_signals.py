@@ -12,7 +12,7 @@ import pytest
 
 from fault_helpers import GRID, assert_consistent, launch, wait_for
 from hdppo.cli import main
-from hdppo.commit import list_commits, open_commit
+from hdppo.engine.commit import list_commits, open_commit
 
 STEPS = 3000
 RUN = [*GRID, "--backend", "process", "--workers", "2", "--steps", STEPS]

@@ -1,8 +1,8 @@
 """Broken on purpose: the upper layer's goal space is a (low, high) tuple, not a Gymnasium space."""
 from mpe2 import simple_spread_v3
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, Scenario
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, Scenario
 
 SCENARIO = Scenario(
     name="bad_goal_space",

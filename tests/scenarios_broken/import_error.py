@@ -1,8 +1,8 @@
 """Broken on purpose: imports a module that does not exist (a typo of mpe2)."""
 from mpe3 import simple_spread_v3  # noqa: F401
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, Scenario
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, Scenario
 
 SCENARIO = Scenario(
     name="import_error",

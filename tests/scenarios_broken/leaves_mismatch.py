@@ -1,8 +1,8 @@
 """Broken on purpose: the leaves are named unit_0.. while the env's agents are agent_0.."""
 from mpe2 import simple_spread_v3
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, Scenario
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, Scenario
 
 SCENARIO = Scenario(
     name="leaves_mismatch",

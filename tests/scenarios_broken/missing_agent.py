@@ -1,8 +1,8 @@
 """Broken on purpose: the graph leaves out the last env agent and the scenario has no opponents."""
 from mpe2 import simple_spread_v3
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, Scenario
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, Scenario
 
 SCENARIO = Scenario(
     name="missing_agent",

@@ -1,8 +1,8 @@
 """Broken on purpose: builds a scenario but never binds it to SCENARIO."""
 from mpe2 import simple_spread_v3
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, Scenario
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, Scenario
 
 scenario = Scenario(
     name="no_scenario",

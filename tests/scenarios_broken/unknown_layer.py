@@ -3,8 +3,8 @@ from mpe2 import simple_spread_v3
 
 import gymnasium as gym
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, Scenario
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, Scenario
 
 
 def graph(cfg, agents):

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import gymnasium as gym
 from mpe2 import simple_reference_v3
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, Scenario, ScenarioConfig
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, Scenario, ScenarioConfig
 
 
 @dataclass

@@ -13,8 +13,8 @@ import gymnasium as gym
 import numpy as np
 from mpe2 import simple_tag_v3
 
-from hdppo.graph import AgentGraph
-from hdppo.scenario import Layer, Opponents, Scenario, ScenarioConfig
+from hdppo.team.graph import AgentGraph
+from hdppo.team.scenario import Layer, Opponents, Scenario, ScenarioConfig
 
 
 @dataclass

@@ -1,0 +1,182 @@
+"""Process backend: one OS process per worker; parameters and gradients in shared memory, calls
+and small results through pipes. Every process runs torch with one thread."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import time
+import traceback
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from hdppo.errors import HdppoError
+from hdppo.engine.params import SharedGrads, SharedParams
+from hdppo.engine.messages import GradResult, WorkerSpec
+from hdppo.engine.backends import Backend, WorkerError, apply_counters
+
+START_TIMEOUT_S = 300.0
+
+
+def _worker_main(conn: Connection, spec: WorkerSpec, param_names: dict, grad_names: dict,
+                 counters: dict[str, int] | None = None) -> None:
+    # Ctrl-C and SIGTERM/SIGHUP sent to the whole process group are the driver's to handle (it
+    # commits, then closes the pool); a worker ends when the driver closes its pipe, or dies with it.
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
+    import torch
+    torch.set_num_threads(1)
+    from hdppo.engine.worker import Worker
+    params = SharedParams(names=param_names)
+    grads = SharedGrads(names=grad_names)
+    try:
+        worker = Worker(spec, params)
+    except BaseException as exc:  # report why the worker could not start
+        conn.send(_error(exc))
+        return
+    apply_counters(worker, counters)
+    conn.send(("ready", None))
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            break
+        if msg is None:
+            break
+        method, args = msg
+        try:
+            out = getattr(worker, method)(*args)
+            if isinstance(out, GradResult) and out.grad is not None:
+                grads.slot(out.layer, worker.id)[:] = out.grad
+                out.grad = "shm"  # type: ignore[assignment]
+            conn.send(("ok", out))
+        except BaseException as exc:
+            conn.send(_error(exc))
+    worker.close()
+    params.close()
+    grads.close()
+
+
+def _error(exc: BaseException) -> tuple:
+    if isinstance(exc, HdppoError):
+        return ("hdppo_error", (exc.problem, exc.fix, exc.where))
+    return ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+
+
+class ProcessBackend(Backend):
+    def __init__(self, specs: list[WorkerSpec], layer_sizes: dict[str, int],
+                 counters: list[dict[str, int]] | None = None) -> None:
+        self.n_workers = len(specs)
+        self.timeouts: dict[str, float] = {}
+        self._deadline: dict[int, float] = {}          # worker -> monotonic time its call must answer by
+        self.params = SharedParams(sizes=layer_sizes)
+        self.grads = SharedGrads(self.n_workers, layer_sizes)
+        ctx = mp.get_context("spawn")
+        self._conns: list[Connection] = []
+        self._procs = []
+        self._busy: dict[int, str] = {}
+        try:
+            for w, spec in enumerate(specs):
+                parent, child = ctx.Pipe()
+                c = counters[w] if counters else {}
+                p = ctx.Process(target=_worker_main, args=(child, spec, self.params.names(), self.grads.names(), c),
+                                name=f"hdppo-worker-{spec.worker_id}", daemon=True)
+                p.start()
+                child.close()
+                self._conns.append(parent)
+                self._procs.append(p)
+            for w in range(self.n_workers):
+                self._busy[w] = "start"
+            pending = set(range(self.n_workers))
+            while pending:
+                w, _ = self.wait_any(timeout=START_TIMEOUT_S)
+                pending.discard(w)
+        except BaseException:
+            self.close()
+            raise
+
+    def submit(self, worker: int, method: str, *args: Any) -> None:
+        self._busy[worker] = method
+        limit = self.call_timeout(method)
+        if limit is not None:
+            self._deadline[worker] = time.monotonic() + limit
+        else:
+            self._deadline.pop(worker, None)
+        try:
+            self._conns[worker].send((method, args))
+        except (BrokenPipeError, OSError):
+            raise self._died(worker) from None
+
+    def wait_any(self, timeout: float | None = None) -> tuple[int, Any]:
+        conns = {self._conns[w]: w for w in self._busy}
+        if not conns:
+            raise RuntimeError("wait_any() with no call outstanding")
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            now = time.monotonic()
+            limits = [self._deadline[w] - now for w in self._busy if w in self._deadline]
+            if end is not None:
+                limits.append(end - now)
+            ready = wait(list(conns), timeout=max(min(limits), 0.0) if limits else None)
+            if ready:
+                break
+            late = [w for w in self._busy if w in self._deadline and self._deadline[w] <= time.monotonic()]
+            if late:
+                raise self._hung(late[0])
+            if end is not None and time.monotonic() >= end:
+                names = ", ".join(f"worker {w} ({m})" for w, m in self._busy.items())
+                raise WorkerError(f"no answer within {timeout:.0f} s from {names}",
+                                  "check the scenario for a hang, or raise the timeout")
+        conn = ready[0]
+        w = conns[conn]
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            raise self._died(w) from None
+        method = self._busy.pop(w)
+        self._deadline.pop(w, None)
+        if kind == "hdppo_error":
+            problem, fix, where = payload
+            raise WorkerError(f"worker {w} ({method}): {problem}", fix, where=where)
+        if kind == "error":
+            raise WorkerError(f"worker {w} failed in {method}: {payload}", "see the worker's traceback above")
+        if isinstance(payload, GradResult) and payload.grad == "shm":
+            payload.grad = self.grads.slot(payload.layer, w).copy()
+        return w, payload
+
+    def _hung(self, w: int) -> WorkerError:
+        """A worker past its deadline: name it, its pid, its call and what the OS says it is doing."""
+        p, method = self._procs[w], self._busy.get(w, "a call")
+        try:
+            import psutil
+            status = psutil.Process(p.pid).status()
+        except Exception:
+            status = "unknown"
+        limit = self.call_timeout(method) or 0.0
+        return WorkerError(f"worker {w} (pid {p.pid}, process state {status}) gave no answer to {method} within "
+                           f"{limit:.0f} s (worker_timeout); it is stopped, deadlocked or far slower than expected",
+                           f"look for a hang in the scenario (e.g. `py-spy dump --pid {p.pid}`), or raise "
+                           "worker_timeout; `hdppo train --resume RUN` continues from the last commit")
+
+    def _died(self, w: int) -> WorkerError:
+        p = self._procs[w]
+        p.join(timeout=1.0)
+        return WorkerError(f"worker {w} (pid {p.pid}) died with exit code {p.exitcode} during "
+                           f"{self._busy.get(w, 'a call')}", "look for an out-of-memory kill or a crash in the scenario")
+
+    def close(self) -> None:
+        for conn in self._conns:
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for w, p in enumerate(self._procs):
+            p.join(timeout=0.5 if w in self._busy else 5.0)     # a busy worker may be hung: do not wait long
+            if p.is_alive():
+                p.kill()                 # workers ignore SIGTERM (the driver's signal); SIGKILL also ends a stopped one
+                p.join(timeout=2.0)
+        for conn in self._conns:
+            conn.close()
+        self._conns, self._procs = [], []
+        self.params.close()
+        self.grads.close()

@@ -1,0 +1,221 @@
+"""ParameterServer: one layer's parameters, Adam state, version, schedules and aggregation.
+
+Gradients mode: workers send PPO gradients of a minibatch; `apply` aggregates them (by samples,
+uniformly, or by trajectory return), clips the global norm and takes one Adam step. Async mode
+applies each gradient as it arrives unless it is more than `max_staleness` versions old.
+Experience mode: `train` runs the PPO epochs here on the workers' transitions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from hdppo.engine.checkpoint import load_module_state, load_optimizer_state, module_state, optimizer_state
+from hdppo.engine.messages import LayerInfo
+from hdppo.engine.learner import (Batch, build_policy, flat_params, minibatch_loss, minibatches, policy_meta,
+                      set_flat_grad)
+from hdppo.engine.normalize import RunningMeanStd
+from hdppo.engine.ppo import linear_schedule
+from hdppo.engine.config import LayerConfig
+from hdppo.engine.messages import GradResult
+
+
+def aggregation_weights(kind: str, counts: np.ndarray, returns: np.ndarray) -> np.ndarray:
+    """Normalised weights of workers' gradients: by sample count, uniform, or softmax of standardised return.
+
+    `returns` must be on one scale for all workers: the trainer passes each batch's mean reward per
+    transition in env units (before each worker's own reward normalisation)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    live = counts > 0
+    if not live.any():
+        return np.zeros_like(counts)
+    if kind == "samples":
+        w = counts
+    elif kind == "uniform":
+        w = live.astype(np.float64)
+    elif kind == "return":
+        r = np.asarray(returns, dtype=np.float64)
+        z = (r - r[live].mean()) / (r[live].std() + 1e-8)
+        w = np.where(live, np.exp(z - z[live].max()), 0.0)
+    else:
+        raise ValueError(f"unknown aggregation {kind!r}; use samples, uniform or return")
+    return w / w.sum()
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
+
+
+@dataclass
+class ServerStats:
+    updates: int = 0
+    dropped: int = 0
+    stat_versions: int = 0          # versions that only published new value_norm statistics
+    staleness: dict[int, int] = field(default_factory=dict)
+
+
+class ParameterServer:
+    """Owner of one layer's parameters; see the module docstring."""
+
+    def __init__(self, info: LayerInfo, lc: LayerConfig, seed: int, device: str = "cpu") -> None:
+        self.info, self.lc = info, lc
+        self.name = info.name
+        self.device = torch.device(device)
+        self.policy = build_policy(info, lc, seed).to(self.device)
+        trainable = [p for p in self.policy.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.Adam(trainable, lr=lc.lr, eps=1e-5, fused=True)
+        self.returns = RunningMeanStd()             # value_norm: the statistics of the value targets
+        self.version = 0
+        self.progress = 0.0
+        self.stats = ServerStats()
+        self.env_steps = 0
+        self._rng = np.random.default_rng(seed)
+
+    @property
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.policy.parameters())
+
+    # ---- schedules ---------------------------------------------------------------------------
+    def set_progress(self, progress: float) -> None:
+        """Fraction of the run done, in [0, 1]; drives linear LR decay and the entropy schedule."""
+        self.progress = min(max(progress, 0.0), 1.0)
+        lr = linear_schedule(self.lc.lr, 0.0, self.progress) if self.lc.lr_decay else self.lc.lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    @property
+    def ent_coef(self) -> float:
+        return linear_schedule(self.lc.ent_coef, self.lc.ent_coef_final, self.progress)
+
+    def params(self) -> np.ndarray:
+        return flat_params(self.policy)
+
+    # ---- value normalisation -----------------------------------------------------------------
+    def observe_returns(self, moments: list[tuple[int, float, float]]) -> None:
+        """Merge the value targets of the batches about to be learnt from, as (count, mean, var) per
+        worker, into the running statistics the critic is standardised by (value_norm; publish after)."""
+        if not self.lc.value_norm:
+            return
+        for count, mean, var in moments:
+            self.returns.merge(count, mean, var)
+        with torch.no_grad():
+            self.policy.value_mean.fill_(self.returns.mean)
+            self.policy.value_std.fill_(max(float(np.sqrt(self.returns.var)), 1e-4))
+        self.version += 1              # new statistics are new parameters: workers pull them by version
+        self.stats.stat_versions += 1
+
+    # ---- gradients mode ----------------------------------------------------------------------
+    def apply(self, grads: list[GradResult]) -> dict[str, float]:
+        """Aggregate one minibatch gradient per worker (sync) and step; returns diagnostics."""
+        live = [g for g in grads if g.n > 0 and g.grad is not None]
+        if not live:
+            return {}
+        for g in live:
+            self._count_staleness(self.version - g.version)
+        w = aggregation_weights(self.lc.aggregate, np.array([g.n for g in live]),
+                                np.array([g.stats.get("raw_reward_mean", 0.0) for g in live]))
+        agg = np.zeros_like(live[0].grad, dtype=np.float64)
+        for wi, g in zip(w, live):
+            agg += wi * g.grad
+        agg = agg.astype(np.float32)
+        out = self._step(agg)
+        cos = [cosine(g.grad, agg) for g in live]
+        out["grad_cosine_mean"] = float(np.nanmean(cos)) if len(cos) else float("nan")
+        out["grad_cosine_min"] = float(np.nanmin(cos)) if len(cos) else float("nan")
+        out["per_worker_cosine"] = {g.worker: c for g, c in zip(live, cos)}
+        for key in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac"):
+            out[key] = float(np.average([g.stats[key] for g in live], weights=w))
+        return out
+
+    def apply_async(self, g: GradResult) -> bool:
+        """Apply one worker's gradient now, unless it is too stale (then drop and count it)."""
+        if g.n == 0 or g.grad is None:
+            return False
+        staleness = self.version - g.version
+        self._count_staleness(staleness)
+        if staleness > self.lc.max_staleness:
+            self.stats.dropped += 1
+            return False
+        self._step(g.grad)
+        return True
+
+    def _count_staleness(self, s: int) -> None:
+        self.stats.staleness[s] = self.stats.staleness.get(s, 0) + 1
+
+    def _step(self, grad: np.ndarray) -> dict[str, float]:
+        set_flat_grad(self.policy, grad)
+        norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.lc.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.version += 1
+        self.stats.updates += 1
+        return {"grad_norm": float(norm), "lr": self.optimizer.param_groups[0]["lr"]}
+
+    # ---- experience mode ---------------------------------------------------------------------
+    def train(self, batches: list[tuple[int, Batch]]) -> dict[str, float]:
+        """PPO epochs on the workers' transitions here (the fit for a GPU learner)."""
+        fresh = []
+        for version, b in batches:
+            s = self.version - version
+            self._count_staleness(s)
+            if self.lc.sync == "async" and s > self.lc.max_staleness:
+                self.stats.dropped += 1
+            elif b is not None and len(b):
+                fresh.append(b)
+        if not fresh:
+            return {}
+        data = Batch.concat(fresh)
+        terms_log: dict[str, list[float]] = {}
+        ent = self.ent_coef
+        for _ in range(self.lc.epochs):
+            for idx in minibatches(len(data), self.lc.minibatches, self._rng):
+                if len(idx) == 0:
+                    continue
+                terms = minibatch_loss(self.policy, _to_device(data.take(idx), self.device), self.lc, ent)
+                self.optimizer.zero_grad(set_to_none=True)
+                terms.loss.backward()
+                norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.lc.max_grad_norm)
+                self.optimizer.step()
+                for k, v in terms.scalars().items():
+                    terms_log.setdefault(k, []).append(v)
+                terms_log.setdefault("grad_norm", []).append(float(norm))
+        self.version += 1
+        self.stats.updates += 1
+        out = {k: float(np.mean(v)) for k, v in terms_log.items()}
+        out["lr"] = self.optimizer.param_groups[0]["lr"]
+        return out
+
+    # ---- checkpoints -------------------------------------------------------------------------
+    def state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        tensors = module_state(self.policy)
+        opt_tensors, opt_meta = optimizer_state(self.optimizer)
+        tensors.update(opt_tensors)
+        meta = policy_meta(self.info, self.lc)
+        meta.update({"version": self.version, "updates": self.stats.updates, "dropped": self.stats.dropped,
+                     "stat_versions": self.stats.stat_versions,
+                     "progress": self.progress, "env_steps": self.env_steps, "optimizer": opt_meta,
+                     "value_stats": [self.returns.count, self.returns.mean, self.returns.var]})
+        return tensors, meta
+
+    def load_state(self, tensors: dict[str, torch.Tensor], meta: dict) -> None:
+        load_module_state(self.policy, tensors)
+        load_optimizer_state(self.optimizer, tensors, meta["optimizer"])
+        self.version = int(meta["version"])
+        self.stats.updates = int(meta.get("updates", 0))
+        self.stats.dropped = int(meta.get("dropped", 0))
+        self.stats.stat_versions = int(meta.get("stat_versions", 0))
+        self.env_steps = int(meta.get("env_steps", 0))
+        if "value_stats" in meta:
+            self.returns.count, self.returns.mean, self.returns.var = (float(x) for x in meta["value_stats"])
+        self.set_progress(float(meta.get("progress", 0.0)))
+
+
+def _to_device(b: Batch, device: torch.device) -> Batch:
+    if device.type == "cpu":
+        return b
+    from hdppo.engine.learner import BATCH_KEYS
+    kw = {k: (None if getattr(b, k) is None else torch.as_tensor(getattr(b, k), device=device)) for k in BATCH_KEYS}
+    return Batch(**kw)

@@ -1,0 +1,40 @@
+"""Fixed policies for layers that are not trained: uniform goal samplers and random unit actions."""
+from __future__ import annotations
+
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from hdppo.team.hierarchy import Decision, LayerInfo
+
+
+def uniform_policy(info: LayerInfo, seed: int | None = None) -> Callable[[Decision], np.ndarray]:
+    """Samples each slot's action uniformly from the layer's action space (honouring action masks)."""
+    rng = np.random.default_rng(seed)
+    space = info.action_space
+
+    def act(d: Decision) -> np.ndarray:
+        E, S = d.mask.shape
+        if isinstance(space, gym.spaces.Discrete):
+            if d.action_mask is not None:
+                # sample among allowed actions: argmax of random keys on allowed entries
+                keys = np.where(d.action_mask, rng.random(d.action_mask.shape), -1.0)
+                return keys.argmax(axis=-1).astype(np.int64) + int(space.start)
+            return rng.integers(space.n, size=(E, S)).astype(np.int64) + int(space.start)
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            return (rng.random((E, S) + space.nvec.shape) * space.nvec).astype(np.int64)
+        if isinstance(space, gym.spaces.Box):
+            low = np.where(np.isfinite(space.low), space.low, -1.0)
+            high = np.where(np.isfinite(space.high), space.high, 1.0)
+            return (low + rng.random((E, S) + space.shape) * (high - low)).astype(space.dtype)
+        raise TypeError(f"no uniform sampler for {space}")
+
+    return act
+
+
+def scripted_policy(info: LayerInfo, scripted: Callable[[Decision], np.ndarray]) -> Callable[[Decision], np.ndarray]:
+    """Wraps a scenario's scripted controller so its output is checked like a policy's."""
+    def act(d: Decision) -> np.ndarray:
+        return np.asarray(scripted(d))
+    return act

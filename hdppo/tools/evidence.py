@@ -1,0 +1,308 @@
+"""Evidence runs: does a scenario's hierarchy learn faster than a flat team on the same units?
+
+Trains every (variant, seed) pair with `hdppo train` at one env-step budget (each run a separate
+process, its exact command recorded), evaluates each final team over fresh episodes, and writes a
+markdown report with a PNG of the outcome curves (win rate, delivery rate, ...) and 95% bootstrap
+confidence intervals. Runs already finished in the output folder are reused, so an interrupted
+evidence job continues where it stopped. The per-scenario scripts live in examples/evidence/.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from hdppo.stats import seeds_ci
+from hdppo.engine.metrics import read_csv
+
+
+@dataclass
+class Variant:
+    """One team design: a label and the `hdppo train` arguments that make it (e.g. `layers=1`)."""
+
+    label: str
+    args: list[str]
+
+
+@dataclass
+class EvidencePlan:
+    scenario: str
+    outcome: str                                   # episode key averaged in metrics/run.csv and by eval
+    steps: int                                     # env steps per run, equal for every variant
+    seeds: list[int]
+    variants: list[Variant]                        # the first one is the hierarchy, the last the flat baseline
+    common: list[str] = field(default_factory=list)  # `hdppo train` arguments shared by every run
+    eval_episodes: int = 100
+    out: Path = Path("runs/evidence")
+    also: list[str] = field(default_factory=list)   # further episode keys reported from the final eval
+
+    def run_dir(self, variant: Variant, seed: int) -> Path:
+        return self.out / f"{variant.label}-seed{seed}"
+
+    def command(self, variant: Variant, seed: int) -> list[str]:
+        return ["hdppo", "train", self.scenario, "--layer", "all", "--steps", str(self.steps), "--seed", str(seed),
+                "--out", str(self.run_dir(variant, seed)), "--no-progress", *self.common, *variant.args]
+
+
+def finished(run: Path, steps: int) -> bool:
+    """A run folder whose state says it trained its whole budget."""
+    state = run / "state.json"
+    return state.is_file() and json.loads(state.read_text()).get("env_steps", 0) >= steps
+
+
+def train_all(plan: EvidencePlan, log: Callable[[str], None] = print) -> None:
+    """Train every missing (variant, seed) run, one process each, output in RUN.log beside the folder."""
+    for seed in plan.seeds:
+        for variant in plan.variants:
+            run = plan.run_dir(variant, seed)
+            cmd = plan.command(variant, seed)
+            if finished(run, plan.steps):
+                log(f"reuse  {run} (finished)")
+                continue
+            if run.exists():
+                raise SystemExit(f"{run} holds an unfinished run; remove it or finish it with `hdppo train --resume {run}`")
+            run.parent.mkdir(parents=True, exist_ok=True)
+            log(f"train  {shlex.join(cmd)}")
+            t0 = time.perf_counter()
+            with open(run.with_suffix(".log"), "w") as out:
+                proc = subprocess.run([sys.executable, "-m", "hdppo.cli", *cmd[1:]], stdout=out,
+                                      stderr=subprocess.STDOUT)
+            if proc.returncode != 0:
+                raise SystemExit(f"`{shlex.join(cmd)}` failed (exit {proc.returncode}); see {run.with_suffix('.log')}")
+            seconds = time.perf_counter() - t0
+            timings = plan.out / "timings.json"
+            times = json.loads(timings.read_text()) if timings.is_file() else {}
+            times[run.name] = seconds
+            timings.write_text(json.dumps(times, indent=1))
+            log(f"       done in {seconds:.0f} s")
+
+
+MIN_EPISODES = 50   # curve points averaging fewer episodes are too noisy to compare
+
+
+def outcome_curve(run: Path, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(env steps, outcome averaged over the last 200 episodes) from RUN/metrics/run.csv.
+
+    Points whose window holds fewer than MIN_EPISODES episodes (the start of a run) are left out.
+    """
+    rows = [r for r in read_csv(run, "run")
+            if key in r and np.isfinite(r[key]) and r.get("episodes", 0) >= MIN_EPISODES]
+    return np.array([r["step"] for r in rows], float), np.array([r[key] for r in rows], float)
+
+
+def mean_curve(runs: list[Path], key: str, grid: np.ndarray) -> np.ndarray:
+    """The seeds' outcome curves interpolated onto `grid` and averaged (NaN before a seed's first point)."""
+    curves = []
+    for run in runs:
+        x, y = outcome_curve(run, key)
+        c = np.interp(grid, x, y) if len(x) else np.full(len(grid), np.nan)
+        c[grid < (x[0] if len(x) else np.inf)] = np.nan
+        curves.append(c)
+    stack = np.stack(curves)
+    seen = np.isfinite(stack).any(axis=0)
+    out = np.full(len(grid), np.nan)
+    out[seen] = np.nanmean(stack[:, seen], axis=0)
+    return out
+
+
+def first_value(curve: np.ndarray) -> float:
+    """The curve's first finite value (NaN if it has none)."""
+    finite = curve[np.isfinite(curve)]
+    return float(finite[0]) if len(finite) else float("nan")
+
+
+def final_value(curve: np.ndarray, points: int = 5) -> float:
+    """Mean of the curve's last `points` finite values (NaN if it has none)."""
+    finite = curve[np.isfinite(curve)]
+    return float(finite[-points:].mean()) if len(finite) else float("nan")
+
+
+def steps_to_reach(grid: np.ndarray, curve: np.ndarray, threshold: float) -> float | None:
+    """The first grid step where the curve is at or above threshold, None if it never is."""
+    hit = np.flatnonzero(np.nan_to_num(curve, nan=-np.inf) >= threshold)
+    return float(grid[hit[0]]) if len(hit) else None
+
+
+def final_episodes(run: Path, episodes: int, seed: int) -> list[dict[str, Any]]:
+    """The final team's eval episodes, cached in RUN/evidence_eval.json (keyed by count, seed and the
+    checkpoints' versions) so a report can be rewritten without playing again."""
+    from hdppo.evaluate import play
+    cache = run / "evidence_eval.json"
+    state = json.loads((run / "state.json").read_text())
+    key = {"episodes": episodes, "seed": seed, "env_steps": state.get("env_steps")}
+    if cache.is_file():
+        saved = json.loads(cache.read_text())
+        if saved.get("key") == key:
+            return saved["records"]
+    records = play(run, episodes, seed=seed)
+    cache.write_text(json.dumps({"key": key, "records": records}))
+    return records
+
+
+def summarize(plan: EvidencePlan, eval_seed: int = 12345) -> dict[str, Any]:
+    """Final evaluation per run, CIs across seeds per variant, and steps for the hierarchy to reach flat's final."""
+    grid = np.linspace(0, plan.steps, 101)
+    out: dict[str, Any] = {"variants": {}, "grid": grid.tolist()}
+    for variant in plan.variants:
+        runs = [plan.run_dir(variant, s) for s in plan.seeds]
+        per_seed, outcome, team = [], [], []
+        extra: dict[str, list[list[float]]] = {k: [] for k in plan.also}
+        for seed, run in zip(plan.seeds, runs):
+            eps = final_episodes(run, plan.eval_episodes, eval_seed + seed)
+            vals = [float(e.get(plan.outcome, np.nan)) for e in eps]
+            per_seed.append(float(np.mean(vals)))
+            outcome.append(vals)
+            team.append([float(e["team_return"]) for e in eps])
+            for k in plan.also:
+                extra[k].append([float(e.get(k, np.nan)) for e in eps])
+        curve = mean_curve(runs, plan.outcome, grid)
+        out["variants"][variant.label] = {      # intervals across the seeds (the replicates), not pooled episodes
+            "eval_per_seed": per_seed, "eval": seeds_ci(outcome), "team_return": seeds_ci(team),
+            "also": {k: seeds_ci(v) for k, v in extra.items()},
+            "curve": curve.tolist(), "curve_final": final_value(curve),
+            "commands": [shlex.join(plan.command(variant, s)) for s in plan.seeds]}
+    hier, flat = plan.variants[0].label, plan.variants[-1].label
+    target = out["variants"][flat]["curve_final"]
+    start = min(first_value(np.asarray(out["variants"][v]["curve"])) for v in (hier, flat))
+    # a flat team that never rose above where both started sets no target worth reaching
+    out["flat_improved"] = bool(np.isfinite(target) and target > start)
+    reach = steps_to_reach(grid, np.asarray(out["variants"][hier]["curve"]), target) if out["flat_improved"] else None
+    out["target"] = target
+    out["hier_steps_to_target"] = reach
+    out["hier_fraction_of_budget"] = None if reach is None else reach / plan.steps
+    return out
+
+
+def plot_evidence(plan: EvidencePlan, summary: dict[str, Any], png: Path) -> Path:
+    """The outcome (and each `also` key) vs env steps, one panel each: seeds thin, their mean bold,
+    one colour per variant."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    keys = [plan.outcome, *plan.also]
+    cols = min(len(keys), 2)
+    rows = -(-len(keys) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(keys):]:
+        ax.set_visible(False)
+    grid = np.asarray(summary["grid"])
+    for ax, key in zip(axes.flat, keys):
+        for i, variant in enumerate(plan.variants):
+            colour = f"C{i}"
+            runs = [plan.run_dir(variant, seed) for seed in plan.seeds]
+            for run in runs:
+                x, y = outcome_curve(run, key)
+                ax.plot(x, y, color=colour, alpha=0.3, linewidth=0.8)
+            mean = summary["variants"][variant.label]["curve"] if key == plan.outcome else mean_curve(runs, key, grid)
+            ax.plot(grid, mean, color=colour, linewidth=2, label=f"{variant.label} (mean of {len(plan.seeds)} seeds)")
+        if key == plan.outcome:
+            ax.axhline(summary["target"], color="grey", linestyle="--", linewidth=0.8,
+                       label=f"{plan.variants[-1].label} final")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel(f"{key} (last 200 episodes)")
+        ax.set_title(f"{plan.scenario}: {key} while training")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return png
+
+
+def _ci(ci: tuple[float, float, float]) -> str:
+    return f"{ci[0]:.3f} [{ci[1]:.3f}, {ci[2]:.3f}]"
+
+
+def run_minutes(plan: EvidencePlan) -> float:
+    """Mean wall minutes of one training run, from the evidence folder's timings.json."""
+    timings = plan.out / "timings.json"
+    times = json.loads(timings.read_text()) if timings.is_file() else {}
+    return float(np.mean(list(times.values()))) / 60.0 if times else float("nan")
+
+
+def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command: str) -> str:
+    """The report: command, settings, final outcome table with CIs, curves, steps-to-target."""
+    hier, flat = plan.variants[0].label, plan.variants[-1].label
+    lines = [f"# Evidence: {plan.scenario}, {hier} vs {flat}", "",
+             f"Reproduce with `{command}`: {len(plan.seeds) * len(plan.variants)} runs of about "
+             f"{run_minutes(plan):.1f} minutes each on this project's 2-core machine.",
+             "",
+             f"Each run trains `--layer all` for **{plan.steps:,} env steps**; seeds {plan.seeds}; every final team "
+             f"is played for {plan.eval_episodes} fresh episodes (`hdppo.evaluate.play`, sampled actions). "
+             f"Confidence intervals are 95% Student-t intervals across the seeds' means (one seed: exact binomial or "
+             f"bootstrap over its episodes).", "",
+             f"| team | final {plan.outcome} (eval, 95% CI) | per seed | team return (eval) | "
+             + "".join(f"{k} (eval) | " for k in plan.also) + f"{plan.outcome} at the end of training |",
+             "|---|---|---|---|" + "---|" * len(plan.also) + "---:|"]
+    for v in plan.variants:
+        s = summary["variants"][v.label]
+        per = ", ".join(f"{x:.2f}" for x in s["eval_per_seed"])
+        lines.append(f"| {v.label} (`{' '.join(v.args) or 'defaults'}`) | {_ci(s['eval'])} | {per} | "
+                     f"{_ci(s['team_return'])} | " + "".join(f"{_ci(s['also'][k])} | " for k in plan.also)
+                     + f"{s['curve_final']:.3f} |")
+    reach = summary["hier_steps_to_target"]
+    lines += ["", f"![{plan.outcome} curves]({png_name})", ""]
+    if not summary["flat_improved"]:
+        lines.append(f"The {flat} team's {plan.outcome} did not rise above where both teams started "
+                     f"({summary['target']:.3f} at the end), so there is no target for the {hier} team to reach "
+                     f"sooner; compare the other columns.")
+    elif reach is None:
+        lines.append(f"The {hier} team's seed-mean curve never reached the {flat} team's final {plan.outcome} "
+                     f"({summary['target']:.3f}) within the budget.")
+    else:
+        frac = summary["hier_fraction_of_budget"]
+        verdict = "within" if frac <= 0.5 else "more than"
+        lines.append(f"The {hier} team's seed-mean curve first reaches the {flat} team's final {plan.outcome} "
+                     f"({summary['target']:.3f}) at {reach:,.0f} env steps, {frac:.2f} of the budget "
+                     f"({verdict} half the env steps).")
+    lines += ["", "Runs (exact commands):", ""]
+    for v in plan.variants:
+        lines += [f"- `{c}`" for c in summary["variants"][v.label]["commands"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(plan: EvidencePlan, script: str, argv: list[str] | None = None) -> dict[str, Any]:
+    """CLI of the evidence script at path `script`: --steps, --seeds, --out, --episodes, --write DIR,
+    --tag, --report-only. The report's reproduce command is `python SCRIPT` with these arguments."""
+    plan = dataclasses.replace(plan, variants=list(plan.variants))   # the caller's plan stays as it was
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python", script, *[a for a in given if a != "--report-only"]])
+    p = argparse.ArgumentParser(description=f"{plan.scenario}: {plan.variants[0].label} vs {plan.variants[-1].label}")
+    p.add_argument("--steps", type=int, default=plan.steps, help="env steps per run")
+    p.add_argument("--seeds", type=int, nargs="+", default=plan.seeds)
+    p.add_argument("--out", default=str(plan.out), help="folder of the runs (finished runs are reused)")
+    p.add_argument("--episodes", type=int, default=plan.eval_episodes, help="eval episodes per run")
+    p.add_argument("--write", metavar="DIR", help="write DIR/SCENARIO.md and DIR/SCENARIO.png")
+    p.add_argument("--tag", default="", help="name the report SCENARIO-TAG.md/.png (e.g. a shorter budget)")
+    p.add_argument("--variant", action="append", default=[], metavar="LABEL=ARGS",
+                   help="a further team design to train beside the others, e.g. 'no-shaping=layers=3 w_int.low=0' "
+                        "(repeatable; listed between the hierarchy and the flat baseline)")
+    p.add_argument("--report-only", action="store_true", help="skip training; report the runs in --out")
+    args = p.parse_args(given)
+    plan.steps, plan.seeds, plan.out, plan.eval_episodes = args.steps, args.seeds, Path(args.out), args.episodes
+    for spec in args.variant:
+        label, sep, rest = spec.partition("=")
+        if not sep or not label or "/" in label:
+            p.error(f"--variant {spec!r}: write LABEL=ARGS, e.g. 'no-shaping=layers=3 w_int.low=0'")
+        plan.variants.insert(len(plan.variants) - 1, Variant(label, shlex.split(rest)))
+    if not args.report_only:
+        train_all(plan)
+    summary = summarize(plan)
+    write = Path(args.write) if args.write else plan.out
+    name = f"{plan.scenario}-{args.tag}" if args.tag else plan.scenario
+    png = plot_evidence(plan, summary, write / f"{name}.png")
+    text = markdown(plan, summary, png.name, command)
+    (write / f"{name}.md").write_text(text)
+    (plan.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(text)
+    return summary
