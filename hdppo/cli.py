@@ -12,16 +12,17 @@ from hdppo.errors import HdppoError
 def _cmd_scenarios(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
-    from hdppo.team.scenario import _names, load_scenario
+    from hdppo.team.scenario import load_scenario, scenario_names
     table = Table(title="hdppo scenarios")
     table.add_column("name")
+    table.add_column("from")
     table.add_column("description")
-    for name in _names():
+    for name, where in scenario_names():
         try:
             sc = load_scenario(name)
-            table.add_row(sc.name, sc.description)
+            table.add_row(name, where, sc.description)
         except HdppoError as exc:
-            table.add_row(name, f"[red]does not load: {exc.problem}[/]")
+            table.add_row(name, where, f"[red]does not load: {exc.problem}[/]")
     Console().print(table)
     return 0
 
@@ -55,17 +56,12 @@ def _parse_loads(items: list[str]) -> dict[str, str]:
 
 
 def _train_spec(args: argparse.Namespace):
-    import dataclasses
-    import time as _time
-    from pathlib import Path
-    from hdppo.overrides import load_yaml, parse_assignments
+    """The RunSpec of `hdppo train SCENARIO ...`: flags and KEY=VALUE pairs, resolved once."""
+    from hdppo.engine.spec import RunSpec
     from hdppo.errors import ConfigError
-    from hdppo.team.scenario import load_scenario
-    from hdppo.engine.config import resolve_overrides
-    from hdppo.engine.trainer import RunSpec
+    from hdppo.overrides import load_yaml, parse_assignments
     if args.scenario is None:
         raise ConfigError("no scenario given", "run `hdppo train NAME|PATH` or `hdppo train --resume RUN`")
-    scenario = load_scenario(args.scenario)
     overrides = load_yaml(args.config) if args.config else {}
     overrides.update(parse_assignments(args.overrides))
     for flag in ("steps", "seed", "workers", "backend", "schedule", "address"):
@@ -74,20 +70,8 @@ def _train_spec(args: argparse.Namespace):
             overrides[flag] = value
     if args.no_progress:
         overrides["progress"] = "false"
-    scenario_keys = {f.name for f in dataclasses.fields(scenario.config)}
-    # the layer names need the scenario config: resolve scenario keys first, then the layers
-    probe_overrides = {k: v for k, v in overrides.items() if k.split(".")[0] in scenario_keys
-                       or k.startswith("scenario.")}
-    cfg = scenario.make_config({k.removeprefix("scenario."): v for k, v in probe_overrides.items()})
-    names = [layer.name for layer in scenario.build_layers(cfg)]
-    tc, scenario_overrides = resolve_overrides(overrides, names, scenario_keys)
-    layers = names if args.layer == "all" else [n.strip() for n in args.layer.split(",")]
-    for layer in layers:
-        if layer not in names:
-            raise ConfigError(f"scenario {scenario.name!r} has no layer {layer!r}", f"use --layer all or one of {names}")
-    frozen = _parse_loads(args.load)
-    out = Path(args.out) if args.out else Path("runs") / f"{scenario.name}-{_time.strftime('%Y%m%d-%H%M%S')}"
-    return RunSpec(args.scenario, scenario_overrides, tc, layers, frozen, out)
+    return RunSpec.from_overrides(args.scenario, overrides, layers=args.layer, frozen=_parse_loads(args.load),
+                                  out=args.out)
 
 
 def _resume_spec(args: argparse.Namespace):
@@ -97,7 +81,7 @@ def _resume_spec(args: argparse.Namespace):
     from hdppo.errors import ConfigError
     from hdppo.runfolder import load_run_config, resolve_scenario
     from hdppo.engine.config import check_train_config, train_config_from_dict
-    from hdppo.engine.trainer import RunSpec
+    from hdppo.engine.spec import RunSpec
     given = [f"the scenario {args.scenario!r}"] if args.scenario else []
     given += [f"{a!r}" for a in args.overrides or []]
     given += [f"--{flag}" for flag in ("seed", "workers", "backend", "schedule", "address", "config", "out", "load")
@@ -281,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hdppo", description="Hierarchical multi-agent teams trained with per-layer DPPO.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("scenarios", help="list the built-in scenarios")
+    s = sub.add_parser("scenarios", help="list the scenarios: ./scenarios/*.py of this folder, then the built-ins")
     s.set_defaults(func=_cmd_scenarios)
     c = sub.add_parser("check", help="PettingZoo API test + hierarchy conformance of a scenario")
     c.add_argument("scenario", help="a scenario name (see `hdppo scenarios`) or a path to a scenario .py file")

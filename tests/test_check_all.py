@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 
 from hdppo.team.check import run_check
-from hdppo.team.scenario import _names
+from hdppo.team.scenario import scenario_names
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted(str(p) for p in (ROOT / "examples" / "scenarios").glob("*.py"))
 
 
-@pytest.mark.parametrize("target", _names() + EXAMPLES)
+@pytest.mark.parametrize("target", [n for n, _ in scenario_names()] + EXAMPLES)
 def test_scenario_passes_check(target):
     report = run_check(target, episodes=2, n_envs=2, seed=0, api_cycles=60)
     failed = [f"{line.name}: {line.detail}" for line in report.lines if not line.ok]

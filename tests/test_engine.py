@@ -11,7 +11,8 @@ from hdppo.engine.params import MemoryParams
 from hdppo.team.scenario import load_scenario
 from hdppo.engine.server import ParameterServer, aggregation_weights
 from hdppo.engine.config import resolve_overrides, train_config_to_dict
-from hdppo.engine.trainer import RunSpec, Trainer, layer_infos
+from hdppo.engine.spec import RunSpec, layer_infos
+from hdppo.engine.trainer import Trainer
 from hdppo.engine.worker import GradResult, Worker, WorkerSpec
 
 GRID_LAYERS = ["high", "mid", "low"]

@@ -14,7 +14,8 @@ from hdppo.engine.params import MemoryParams
 from hdppo.team.scenario import load_scenario
 from hdppo.engine.server import ParameterServer
 from hdppo.engine.config import resolve_overrides, train_config_to_dict
-from hdppo.engine.trainer import RunSpec, Trainer
+from hdppo.engine.spec import RunSpec
+from hdppo.engine.trainer import Trainer
 from hdppo.engine.worker import Worker, WorkerSpec
 
 GRID = ["high", "mid", "low"]

@@ -8,7 +8,8 @@ import numpy as np
 from hdppo.engine.metrics import read_csv
 from hdppo.team.scenario import load_scenario
 from hdppo.engine.config import resolve_overrides
-from hdppo.engine.trainer import RunSpec, Trainer
+from hdppo.engine.spec import RunSpec
+from hdppo.engine.trainer import Trainer
 
 SPREAD = {"n_agents": "3", "squad_size": "3", "max_cycles": "25", "layers": "1"}
 

@@ -99,7 +99,7 @@ def test_unknown_name_lists_known_scenarios() -> None:
     err = info.value
     assert "'nonexistent'" in err.problem
     assert "use one of:" in err.fix and "hdppo scenarios" in err.fix
-    for name in scenario_mod._names():
+    for name, _ in scenario_mod.scenario_names():
         assert name in err.fix
 
 
@@ -112,6 +112,7 @@ def test_load_by_name_from_a_scenario_package(tmp_path: Path, monkeypatch: pytes
     (pkg / "_helpers.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(scenario_mod, "SCENARIO_PACKAGE", pkg.name)
+    monkeypatch.chdir(tmp_path)           # no ./scenarios folder of a project here
 
     with pytest.raises(ScenarioError) as info:
         load_scenario("tag_pursiut")

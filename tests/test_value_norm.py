@@ -98,7 +98,8 @@ def test_server_statistics_survive_a_checkpoint(tmp_path):
 
 def _spread_ev(tmp_path, value_norm: str) -> list[float]:
     from hdppo.engine.metrics import read_csv
-    from hdppo.engine.trainer import RunSpec, Trainer
+    from hdppo.engine.spec import RunSpec
+    from hdppo.engine.trainer import Trainer
     keys = set(load_scenario("spread").make_config().__dataclass_fields__)
     tc, scen = resolve_overrides({"steps": "30000", "workers": "1", "envs_per_worker": "8", "backend": "inline",
                                   "progress": "false", "value_norm": value_norm, "reward_norm": "false",

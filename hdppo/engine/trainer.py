@@ -21,13 +21,11 @@ from hdppo.engine.budget import StageBudget, plan_budget, starved
 from hdppo.engine.checkpoint import CheckpointError, check_compatible, load_checkpoint
 from hdppo.engine.commit import Commit, point_checkpoints, recover, write_commit
 from hdppo.errors import ConfigError, HdppoError
-from hdppo.engine.messages import LayerInfo
-from hdppo.team.hierarchy import HierarchyEnv
 from hdppo.engine.loop import StageLoop
 from hdppo.engine.metrics import MetricsSink
 from hdppo.engine.resume import choose_commit, metrics_rows, truncate_metrics
-from hdppo.team.scenario import Scenario, load_scenario
 from hdppo.engine.server import ParameterServer
+from hdppo.engine.spec import RunSpec, layer_infos  # noqa: F401  (RunSpec's old home)
 from hdppo.engine.config import TrainConfig, check_train_config, train_config_to_dict
 from hdppo.engine.messages import WorkerSpec
 
@@ -54,25 +52,6 @@ class RunInterrupted(Exception):
         super().__init__(f"stopped by {signal.Signals(signum).name}")
 
 
-@dataclass
-class RunSpec:
-    scenario: str
-    scenario_overrides: dict
-    train: TrainConfig
-    layers: list[str]                         # layers trained (in the concurrent schedule)
-    frozen: dict[str, str] = field(default_factory=dict)
-    out: Path = Path("runs/run")
-
-
-def layer_infos(scenario: Scenario, cfg: Any, seed: int) -> list[LayerInfo]:
-    """The layers' static descriptions, from a one-copy probe of the hierarchy."""
-    probe = HierarchyEnv(scenario, cfg, n_envs=1, seed=seed)
-    try:
-        return probe.info
-    finally:
-        probe.close()
-
-
 def plan_stages(names: list[str], trained: list[str], tc: TrainConfig) -> list[Stage]:
     """Concurrent: one stage. Bottom-up: each trained layer from the bottom, then optional joint fine-tuning."""
     if tc.schedule == "concurrent" or len(trained) == 1:
@@ -94,9 +73,9 @@ class Trainer:
         torch.set_num_threads(1)   # the servers' maths must not depend on the thread count
         self.spec, self.tc = spec, spec.train
         self.out = Path(spec.out)
-        self.scenario = load_scenario(spec.scenario)
-        self.cfg = self.scenario.make_config(spec.scenario_overrides)
-        self.infos = layer_infos(self.scenario, self.cfg, self.tc.seed)
+        resolved = spec.resolve()                   # once: from_overrides already did it for the CLI and train()
+        self.scenario, self.cfg = resolved.scenario, resolved.config
+        self.infos = spec.layer_infos()
         self.names = [i.name for i in self.infos]
         for layer in list(spec.layers) + list(spec.frozen):
             if layer not in self.names:

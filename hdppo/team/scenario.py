@@ -248,48 +248,64 @@ def _check_layer(layer: Layer, *, bottom: bool, where: str) -> None:
 
 # ---- loading -------------------------------------------------------------------------------------
 SCENARIO_PACKAGE = "hdppo.scenarios"
+USER_FOLDER = "scenarios"       # a user's project: ./scenarios/NAME.py, found before the built-ins
+
+
+def _user_folder() -> Path | None:
+    """./scenarios of the user's project, unless it is hdppo's own built-in folder (a source checkout)."""
+    folder = Path.cwd() / USER_FOLDER
+    if not folder.is_dir():
+        return None
+    built_in = importlib.import_module(SCENARIO_PACKAGE).__path__
+    return None if any(folder.resolve() == Path(p).resolve() for p in built_in) else folder
+
+
+def user_scenario(name: str) -> Path | None:
+    """./scenarios/NAME.py when the user's project (the current folder) has it."""
+    folder = _user_folder()
+    path = folder / f"{name}.py" if folder is not None else None
+    return path if path is not None and path.is_file() else None
+
+
+def scenario_names() -> list[tuple[str, str]]:
+    """(name, where) of every scenario `hdppo train NAME` finds: ./scenarios/*.py first, then the
+    built-ins a local file of the same name does not shadow."""
+    folder = _user_folder()
+    local = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")) if folder else []
+    pkg = importlib.import_module(SCENARIO_PACKAGE)
+    built_in = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
+    return ([(n, f"./{USER_FOLDER}/{n}.py") for n in local]
+            + [(n, "built-in") for n in built_in if n not in local])
 
 
 def list_scenarios() -> list[Scenario]:
-    """Every scenario module in the `scenarios` package that loads."""
-    pkg = importlib.import_module(SCENARIO_PACKAGE)
-    out = []
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        out.append(load_scenario(info.name))
-    return out
+    """Every scenario `hdppo scenarios` lists, loaded."""
+    return [load_scenario(name) for name, _ in scenario_names()]
+
+
+def resolve_scenario_name(name_or_path: str) -> str:
+    """What a run records: a file path as given, a user's ./scenarios/NAME.py as its absolute path (so
+    workers, eval and resume find it from any folder), a built-in as its name."""
+    if _looks_like_path(name_or_path):
+        return name_or_path
+    local = user_scenario(name_or_path)
+    return str(local.resolve()) if local is not None else name_or_path
 
 
 def load_scenario(name_or_path: str) -> Scenario:
-    """Load a scenario by name (from `scenarios/`) or by the path of a Python file."""
-    looks_like_path = name_or_path.endswith(".py") or "/" in name_or_path or "\\" in name_or_path
-    if looks_like_path:
-        path = Path(name_or_path)
-        if not path.is_file():
-            raise ScenarioError(f"scenario file {path} does not exist",
-                                "pass the path of a Python file, or a name from `hdppo scenarios`")
-        module_name = f"hdppo_user_scenario_{abs(hash(str(path.resolve())))}"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[module_name] = module
-        folder = str(path.resolve().parent)
-        sys.path.insert(0, folder)          # a user's scenario may import files next to it
-        try:
-            _exec(lambda: spec.loader.exec_module(module), str(path))  # type: ignore[union-attr]
-        except ScenarioError:
-            sys.modules.pop(module_name, None)
-            raise
-        finally:
-            if folder in sys.path:
-                sys.path.remove(folder)
+    """Load a scenario by name (./scenarios/NAME.py, else the built-in NAME) or by a Python file's path."""
+    local = None if _looks_like_path(name_or_path) else user_scenario(name_or_path)
+    if _looks_like_path(name_or_path) or local is not None:
+        path = local if local is not None else Path(name_or_path)
+        module = _load_file(path, project=local is not None)
         where = str(path)
     else:
         module_name = f"{SCENARIO_PACKAGE}.{name_or_path}"
         if importlib.util.find_spec(module_name) is None:
-            known = ", ".join(_names())
+            known = ", ".join(n for n, _ in scenario_names())
             raise ScenarioError(f"there is no scenario named {name_or_path!r}",
-                                f"use one of: {known} (see `hdppo scenarios`), or pass a file path")
+                                f"use one of: {known} (see `hdppo scenarios`), add ./{USER_FOLDER}/"
+                                f"{name_or_path}.py, or pass a file path")
         module = _exec(lambda: importlib.import_module(module_name), name_or_path)
         where = f"scenario {name_or_path!r}"
     scenario = getattr(module, "SCENARIO", None)
@@ -304,9 +320,34 @@ def load_scenario(name_or_path: str) -> Scenario:
     return scenario
 
 
-def _names() -> list[str]:
-    pkg = importlib.import_module(SCENARIO_PACKAGE)
-    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
+def _looks_like_path(name: str) -> bool:
+    return name.endswith(".py") or "/" in name or "\\" in name
+
+
+def _load_file(path: Path, project: bool) -> Any:
+    """Import a scenario file. Its folder is importable while it runs (it may import files next to
+    it), and for a project's ./scenarios/NAME.py the project folder too (`from scenarios.x import`)."""
+    if not path.is_file():
+        raise ScenarioError(f"scenario file {path} does not exist",
+                            "pass the path of a Python file, or a name from `hdppo scenarios`")
+    resolved = path.resolve()
+    module_name = f"hdppo_user_scenario_{abs(hash(str(resolved)))}"
+    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[module_name] = module
+    folders = [str(resolved.parent)] + ([str(resolved.parent.parent)] if project else [])
+    for folder in reversed(folders):
+        sys.path.insert(0, folder)
+    try:
+        _exec(lambda: spec.loader.exec_module(module), str(path))  # type: ignore[union-attr]
+    except ScenarioError:
+        sys.modules.pop(module_name, None)
+        raise
+    finally:
+        for folder in folders:
+            if folder in sys.path:
+                sys.path.remove(folder)
+    return module
 
 
 def _exec(fn: Callable[[], Any], where: str) -> Any:

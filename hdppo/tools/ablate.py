@@ -19,7 +19,7 @@ FINAL_ROWS = 5          # the final return is the mean of the last logged rows o
 
 def _spec(run: Path, config: dict[str, Any], k: int, steps: int, out: Path):
     from hdppo.engine.config import train_config_from_dict
-    from hdppo.engine.trainer import RunSpec
+    from hdppo.engine.spec import RunSpec
     tc = train_config_from_dict(config["train"])
     tc = dataclasses.replace(tc, steps=steps, progress=False)
     for name in config["layers"]:

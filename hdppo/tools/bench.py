@@ -112,7 +112,8 @@ def rollout_only(cfg: BenchConfig, layers: int, native: bool) -> float:
 
 def training(cfg: BenchConfig, layers: int, native: bool, steps: int) -> float:
     """Full training (process backend): env steps per second of the DPPO loop, start-up excluded."""
-    from hdppo.engine.trainer import RunSpec, Trainer
+    from hdppo.engine.spec import RunSpec
+    from hdppo.engine.trainer import Trainer
     from hdppo.engine.config import resolve_overrides
     from hdppo.team.scenario import load_scenario
     train, scenario = _train_config(cfg, layers, native, cfg.workers)

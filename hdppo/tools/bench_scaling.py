@@ -24,7 +24,8 @@ def train_rate(backend: str, workers: int, seconds: float = 10.0, step_ms: float
                address: str = "", steps: int = 0, rollout: int = 32) -> float:
     """Env steps/s of the DPPO loop (start-up excluded) for a flat team on `sleepy`."""
     from hdppo.engine.config import resolve_overrides
-    from hdppo.engine.trainer import RunSpec, Trainer
+    from hdppo.engine.spec import RunSpec
+    from hdppo.engine.trainer import Trainer
     steps = steps or int(seconds * workers * 1000.0 / max(step_ms, 1.0))
     overrides = {"steps": str(steps), "workers": str(workers), "envs_per_worker": "1", "backend": backend,
                  "rollout": str(rollout), "epochs": "1", "minibatches": "1", "progress": "false", "log_every": "1000",

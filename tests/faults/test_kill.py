@@ -33,7 +33,8 @@ def assert_resumes_exactly(run: Path) -> int:
     from hdppo.evaluate import load_run_config
     from hdppo.engine.server import ParameterServer
     from hdppo.engine.config import train_config_from_dict
-    from hdppo.engine.trainer import RunSpec, Trainer
+    from hdppo.engine.spec import RunSpec
+    from hdppo.engine.trainer import Trainer
     config = load_run_config(run)
     tc = train_config_from_dict(config["train"])
     t = Trainer(RunSpec(config["scenario"], config["scenario_overrides"], tc, config["layers"], {}, run), resume=True)
