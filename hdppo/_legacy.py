@@ -93,6 +93,8 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-    """Register the old paths once (after the normal finders, so real modules always win)."""
+    """Register the old paths once. The finder goes first: a submodule of a moved package
+    (`hdppo.backends.inline`) would otherwise be found again through the package's path and load
+    twice; it answers only for the old names and leaves every other import to the normal finders."""
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.append(_Finder())
+        sys.meta_path.insert(0, _Finder())

@@ -223,7 +223,7 @@ def test_training_goes_on_when_a_node_is_removed(tmp_path, scenario, own_ray, ma
 
         def after_collect(loop, results):
             collect_done(loop, results)
-            if loop.t.state["env_steps"] == 2 * ROUND and not removed:
+            if loop.counters["env_steps"] == 2 * ROUND and not removed:
                 (backend,) = made
                 assert sorted(backend.node_ids) == sorted([head, other.node_id])   # one worker on each
                 removed.append(backend.node_ids.index(other.node_id))

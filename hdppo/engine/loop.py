@@ -2,30 +2,47 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from hdppo.engine import rows
 from hdppo.engine.backends import Backend
 from hdppo.engine.budget import schedule_progress
-from hdppo.engine.diagnostics import action_divergence, state_divergence
-from hdppo.errors import HdppoError
-from hdppo.engine.metrics import CpuMeter, MetricsSink, Progress
-from hdppo.engine.server import ParameterServer
 from hdppo.engine.messages import CollectResult, GradResult
+from hdppo.engine.metrics import CpuMeter, MetricsSink, Progress
+from hdppo.engine.run_state import RunState, Stage
+from hdppo.engine.server import ParameterServer
+from hdppo.errors import HdppoError
 
-if TYPE_CHECKING:
-    from hdppo.engine.trainer import Stage, Trainer
+
+@dataclass(frozen=True)
+class Call:
+    """One call to a worker in async mode: collect, one gradient (layer, epoch, minibatch), or a
+    layer's experience."""
+
+    method: str
+    layer: str | None = None
+    epoch: int = 0
+    minibatch: int = 0
+
+    @property
+    def args(self) -> tuple:
+        if self.method == "gradient":
+            return (self.layer, self.epoch, self.minibatch)
+        return (self.layer,) if self.layer is not None else ()
 
 
 class StageLoop:
     """The DPPO loop of one stage: collect, update due layers, log, checkpoint."""
 
-    def __init__(self, trainer: "Trainer", stage: "Stage", servers: dict[str, ParameterServer], backend: Backend,
+    def __init__(self, run: RunState, stage: Stage, servers: dict[str, ParameterServer], backend: Backend,
                  sink: MetricsSink) -> None:
-        self.t, self.stage, self.servers, self.backend, self.sink = trainer, stage, servers, backend, sink
-        self.tc = trainer.tc
-        self.order = [n for n in trainer.names if n in servers]        # top to bottom
+        self.run_state, self.stage, self.servers, self.backend, self.sink = run, stage, servers, backend, sink
+        self.tc = run.train
+        self.counters = run.counters
+        self.order = [n for n in run.names if n in servers]        # top to bottom
         self.pools = {n: list(range(min(self.tc.layers[n].pool or backend.n_workers, backend.n_workers)))
                       for n in self.order}
         self.progress = Progress(self.stage_target(), enabled=self.tc.progress, title=f"hdppo {stage.name}")
@@ -36,7 +53,7 @@ class StageLoop:
         self.last_log = 0.0
         self.last_worker_log: dict[str, float] = {}
         self.t0 = time.perf_counter()
-        self.steps_at_start = trainer.state["stage_steps"]
+        self.steps_at_start = self.counters["stage_steps"]
         self.rounds: dict[str, int] = {}
         self.since_commit: dict[str, int] = {n: 0 for n in self.order}     # updates since the last run commit
         self.last_commit = time.monotonic()
@@ -50,9 +67,9 @@ class StageLoop:
         """Where this stage is for a layer's schedules: at the start of the rollout its update learns
         from (as CleanRL decays by iteration), so every stage, and a short run's few updates, start
         at the configured lr and entropy instead of whatever the whole run's progress says."""
-        span = self.tc.layers[name].rollout_steps(self.t.infos[self.t.names.index(name)].interval)
+        span = self.tc.layers[name].rollout_steps(self.run_state.interval(name))
         span *= self.tc.envs_per_worker * self.backend.n_workers
-        return schedule_progress(self.t.state["stage_steps"], span, self.stage.steps)
+        return schedule_progress(self.counters["stage_steps"], span, self.stage.steps)
 
     def publish(self, name: str) -> None:
         s = self.servers[name]
@@ -60,7 +77,7 @@ class StageLoop:
 
     @property
     def done(self) -> bool:
-        return self.t.state["stage_steps"] >= self.stage.steps
+        return self.counters["stage_steps"] >= self.stage.steps
 
     def run(self) -> dict[str, Any]:
         self.progress.start()
@@ -71,7 +88,7 @@ class StageLoop:
                 self._run_sync()
         finally:
             self.progress.stop()
-        return {"env_steps": self.t.state["stage_steps"],
+        return {"env_steps": self.counters["stage_steps"],
                 "seconds": time.perf_counter() - self.t0,
                 "updates": {n: s.stats.updates for n, s in self.servers.items()},
                 "rounds": {n: self.rounds.get(n, 0) for n in self.order}}
@@ -99,29 +116,29 @@ class StageLoop:
         server, lc, pool = self.servers[name], self.tc.layers[name], self.pools[name]
         server.set_progress(self.layer_progress(name))
         self.observe_returns(name, [r for r in results if r.worker in pool])
-        rows = []
+        update_rows = []
         if lc.mode == "gradients":
             for epoch in range(lc.epochs):
                 for mb in range(lc.minibatches):
                     grads: list[GradResult] = self.backend.call(pool, "gradient", name, epoch, mb)
                     out = server.apply(grads)
                     if out:
-                        rows.append(out)
+                        update_rows.append(out)
                         self.publish(name)
         else:
             batches = self.backend.call(pool, "experience", name)
             out = server.train(batches)
             if out:
-                rows.append(out)
+                update_rows.append(out)
                 self.publish(name)
-        self.log_update(name, rows, [r for r in results if r.worker in pool])
+        self.log_update(name, update_rows, [r for r in results if r.worker in pool])
 
     # ---- async ---------------------------------------------------------------------------------
     def _run_async(self) -> None:
-        queue: dict[int, list[tuple]] = {w: [] for w in range(self.backend.n_workers)}
+        queue: dict[int, list[Call]] = {w: [] for w in range(self.backend.n_workers)}
         pending: dict[str, list] = {n: [] for n in self.order}
-        calls: dict[int, tuple] = {}
-        rows: dict[str, list] = {n: [] for n in self.order}
+        calls: dict[int, Call] = {}
+        done_rows: dict[str, list] = {n: [] for n in self.order}
         latest: dict[str, dict[int, CollectResult]] = {n: {} for n in self.order}   # per layer and worker
 
         def next_call(w: int) -> None:
@@ -130,16 +147,16 @@ class StageLoop:
             elif self.done:
                 return
             else:
-                call = ("collect",)
+                call = Call("collect")
             calls[w] = call
-            self.backend.submit(w, *call)
+            self.backend.submit(w, call.method, *call.args)
 
         for w in range(self.backend.n_workers):
             next_call(w)
         while calls:
             w, result = self.backend.wait_any()
             call = calls.pop(w)
-            if call[0] == "collect":
+            if call.method == "collect":
                 self.after_collect([result])
                 for name in self.order:
                     if name in result.due and w in self.pools[name]:
@@ -147,23 +164,23 @@ class StageLoop:
                         self.observe_returns(name, [result])
                         lc = self.tc.layers[name]
                         if lc.mode == "gradients":
-                            queue[w] += [("gradient", name, e, m) for e in range(lc.epochs)
+                            queue[w] += [Call("gradient", name, e, m) for e in range(lc.epochs)
                                          for m in range(lc.minibatches)]
                         else:
-                            queue[w].append(("experience", name))
-            elif call[0] == "gradient":
-                name = call[1]
+                            queue[w].append(Call("experience", name))
+            elif call.method == "gradient":
+                name = str(call.layer)
                 server = self.servers[name]
                 server.set_progress(self.layer_progress(name))
                 if server.apply_async(result):
                     self.publish(name)
-                    rows[name].append({k: result.stats[k] for k in
-                                       ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac") if k in result.stats})
-                if call[2:] == (self.tc.layers[name].epochs - 1, self.tc.layers[name].minibatches - 1):
-                    self.log_update(name, rows[name], list(latest[name].values()))
-                    rows[name] = []
+                    done_rows[name].append(rows.update_stats(result.stats))
+                if (call.epoch, call.minibatch) == (self.tc.layers[name].epochs - 1,
+                                                    self.tc.layers[name].minibatches - 1):
+                    self.log_update(name, done_rows[name], list(latest[name].values()))
+                    done_rows[name] = []
             else:
-                name = call[1]
+                name = str(call.layer)
                 pending[name].append(result)
                 if len(pending[name]) >= len(self.pools[name]):
                     server = self.servers[name]
@@ -181,14 +198,14 @@ class StageLoop:
     def boundary(self) -> None:
         """Between rounds (sync) or answers (async): commit when checkpoint_seconds have passed, a
         layer has made checkpoint_every updates, or a stop signal came (then stop)."""
-        stop = self.t.stop_signal is not None
+        stop = self.run_state.stop_requested()
         due = (time.monotonic() - self.last_commit >= self.tc.checkpoint_seconds
                or any(n >= self.tc.checkpoint_every for n in self.since_commit.values()))
         if stop or (due and not self.done):
-            self.t.commit_now(self.servers, self.stage.name)
+            self.run_state.commit(self.servers, self.stage.name)
             self.last_commit = time.monotonic()
             self.since_commit = {n: 0 for n in self.order}
-        self.t.check_stop()
+        self.run_state.check_stop()
 
     def commit_before_error(self) -> None:
         """A worker failed (died, hung, raised) in a sync collect: nothing has changed since the last
@@ -197,7 +214,7 @@ class StageLoop:
         if not any(self.since_commit.values()):
             return
         try:
-            self.t.commit_now(self.servers, self.stage.name)
+            self.run_state.commit(self.servers, self.stage.name)
         except Exception as exc:                    # the worker's error is the one to report
             import warnings
             warnings.warn(f"could not commit before stopping: {exc}", stacklevel=2)
@@ -216,13 +233,13 @@ class StageLoop:
 
     def after_collect(self, results: list[CollectResult]) -> None:
         steps = sum(r.env_steps for r in results)
-        per_worker = self.t.state["worker_steps"]
+        per_worker = self.counters["worker_steps"]
         for r in results:
             per_worker[r.worker] += r.env_steps // self.tc.envs_per_worker
-        self.t.state["env_steps"] += steps
-        self.t.state["stage_steps"] += steps
+        self.counters["env_steps"] += steps
+        self.counters["stage_steps"] += steps
         for s in self.servers.values():
-            s.env_steps = self.t.state["env_steps"]
+            s.env_steps = self.counters["env_steps"]
         for r in results:
             self.episode_window.extend(r.episodes)
             for name, counts in r.goal_counts.items():
@@ -233,64 +250,29 @@ class StageLoop:
         self.episode_window = self.episode_window[-200:]
         now = time.perf_counter()
         elapsed = now - self.t0
-        sps = (self.t.state["stage_steps"] - self.steps_at_start) / max(elapsed, 1e-9)
+        sps = (self.counters["stage_steps"] - self.steps_at_start) / max(elapsed, 1e-9)
         for name in self.order:
-            if self.episode_window:
-                key = f"return/{name}"
-                self.layer_view[name]["return"] = float(np.mean([e[key] for e in self.episode_window if key in e]))
-        self.progress.update(self.t.state["stage_steps"], sps, self.layer_view)
+            ret = rows.episode_mean(self.episode_window, f"return/{name}")
+            if ret is not None:
+                self.layer_view[name]["return"] = ret
+        self.progress.update(self.counters["stage_steps"], sps, self.layer_view)
         if now - self.last_log >= self.tc.log_every or self.done:
             self.last_log = now
-            row = {"env_steps": self.t.state["env_steps"], "sps": sps, "cpu_percent": self.cpu(),
-                   "episodes": len(self.episode_window)}
-            if self.episode_window:
-                for key in self.episode_window[-1]:
-                    vals = [e[key] for e in self.episode_window if isinstance(e.get(key), (int, float))]
-                    if vals and key != "env":
-                        row[key] = float(np.mean(vals))
-            for r in results:
-                row[f"worker_{r.worker}_sps"] = r.env_steps / max(r.seconds, 1e-9)
-            for name in self.t.names:
-                rate = self.layer_view.get(name, {}).get("goal_success")
-                if rate is not None:
-                    row[f"goal_success/{name}"] = rate
-            self.sink.log("run", self.t.state["env_steps"], row)
+            goal_success = {n: self.layer_view[n]["goal_success"] for n in self.run_state.names
+                            if "goal_success" in self.layer_view.get(n, {})}
+            row = rows.run_row(self.counters["env_steps"], sps, self.cpu(), self.episode_window, results,
+                               goal_success)
+            self.sink.log("run", self.counters["env_steps"], row)
 
-    def log_update(self, name: str, rows: list[dict], results: list[CollectResult]) -> None:
+    def log_update(self, name: str, update_rows: list[dict], results: list[CollectResult]) -> None:
         server = self.servers[name]
-        values: dict[str, float] = {"version": server.version, "updates": server.stats.updates,
-                                    "dropped_gradients": server.stats.dropped}
-        for key in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm", "grad_cosine_mean",
-                    "grad_cosine_min", "lr"):
-            vals = [r[key] for r in rows if key in r]
-            if vals:
-                values[key] = float(np.mean(vals))
-        if server.stats.staleness:
-            st = server.stats.staleness
-            total = sum(st.values())
-            values["staleness_mean"] = sum(k * v for k, v in st.items()) / total
-            values["staleness_max"] = float(max(st))
-            for k, v in sorted(st.items()):
-                values[f"staleness_{k}"] = v
-        stats = [r.layer_stats.get(name) for r in results if r.layer_stats.get(name)]
-        if stats:
-            values["explained_variance"] = float(np.nanmean([s["explained_variance"] for s in stats]))
-            values["transitions"] = float(sum(s["transitions"] for s in stats))
-            with_obs = [s for s in stats if "obs_mean" in s]
-            values["state_divergence"] = state_divergence([s["obs_mean"] for s in with_obs],
-                                                          [s["obs_std"] for s in with_obs])
-            values["action_divergence"] = action_divergence([s.get("action_hist") for s in with_obs])
-        key = f"return/{name}"
-        if self.episode_window:
-            vals = [e[key] for e in self.episode_window if key in e]
-            if vals:
-                values["return"] = float(np.mean(vals))
-        rate = self.layer_view.get(name, {}).get("goal_success")
-        if rate is not None:
-            values["goal_success"] = rate
-        self.sink.log(name, self.t.state["env_steps"], values)
+        values = rows.layer_row(server.version, server.stats.updates, server.stats.dropped, server.stats.staleness,
+                                update_rows, results, name, self.episode_window,
+                                self.layer_view.get(name, {}).get("goal_success"))
+        self.sink.log(name, self.counters["env_steps"], values)
         if self.worker_rows_due(name):
-            self.log_workers(name, rows, results)
+            for w, row in rows.worker_rows(name, update_rows, results).items():
+                self.sink.log(f"{name}/worker_{w}", self.counters["env_steps"], row)
         self.rounds[name] = self.rounds.get(name, 0) + 1
         self.layer_view[name].update({"updates": server.stats.updates, "version": server.version,
                                       "kl": values.get("approx_kl", float("nan")),
@@ -305,19 +287,3 @@ class StageLoop:
             self.last_worker_log[name] = now
             return True
         return False
-
-    def log_workers(self, name: str, rows: list[dict], results: list[CollectResult]) -> None:
-        """One row per worker of the layer: its env steps/s, gradient cosine to the aggregate, value fit."""
-        per_worker: dict[int, list[float]] = {}
-        for row in rows:
-            for w, c in (row.get("per_worker_cosine") or {}).items():
-                per_worker.setdefault(w, []).append(c)
-        for r in results:
-            row = {"sps": r.env_steps / max(r.seconds, 1e-9)}
-            if r.worker in per_worker:
-                row["grad_cosine"] = float(np.nanmean(per_worker[r.worker]))
-            st = r.layer_stats.get(name)
-            if st:
-                row["transitions"] = st["transitions"]
-                row["explained_variance"] = st["explained_variance"]
-            self.sink.log(f"{name}/worker_{r.worker}", self.t.state["env_steps"], row)

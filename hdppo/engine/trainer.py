@@ -11,7 +11,6 @@ import errno
 import json
 import signal
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +21,13 @@ from hdppo.engine.checkpoint import CheckpointError, check_compatible, load_chec
 from hdppo.engine.commit import Commit, point_checkpoints, recover, write_commit
 from hdppo.errors import ConfigError, HdppoError
 from hdppo.engine.loop import StageLoop
+from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.metrics import MetricsSink
 from hdppo.engine.resume import choose_commit, metrics_rows, truncate_metrics
 from hdppo.engine.server import ParameterServer
 from hdppo.engine.spec import RunSpec, layer_infos  # noqa: F401  (RunSpec's old home)
 from hdppo.engine.config import TrainConfig, check_train_config, train_config_to_dict
 from hdppo.engine.messages import WorkerSpec
-
-
-@dataclass
-class Stage:
-    """One training stage: which layers learn and how many env steps it gets."""
-
-    trained: list[str]
-    steps: int
-    name: str = "train"
 
 
 WORK_UNIT = 16 * 256          # env steps per copy x copies of a default collect: worker_timeout covers this much
@@ -319,7 +310,9 @@ class Trainer:
                                address=self.tc.address, worker_cpus=self.tc.worker_cpus,
                                worker_gpus=self.tc.worker_gpus, worker_restarts=self.tc.worker_restarts,
                                counters=self.rollout_counters(stage), timeouts=self.call_timeouts(stage))
-        loop = StageLoop(self, stage, servers, backend, sink)
+        run = RunState(self.tc, self.infos, self.state, commit=self.commit_now,
+                       stop_requested=lambda: self.stop_signal is not None, check_stop=self.check_stop)
+        loop = StageLoop(run, stage, servers, backend, sink)
         try:
             summary = loop.run()
         finally:

@@ -7,7 +7,6 @@ its transitions (experience mode). It never imports Ray; every backend drives th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import gymnasium as gym

@@ -311,7 +311,8 @@ def load_scenario(name_or_path: str) -> Scenario:
     scenario = getattr(module, "SCENARIO", None)
     if not isinstance(scenario, Scenario):
         raise ScenarioError("the module defines no SCENARIO = hdppo.Scenario(...)",
-                            "add `SCENARIO = Scenario(name=..., env=..., graph=..., layers=...)` at module level",
+                            "add `SCENARIO = Scenario(name=..., env=..., graph=..., layers=...)` at module level "
+                            "(a helper module in a scenarios/ folder: name it _NAME.py so it is not listed)",
                             where=where)
     if not (isinstance(scenario.config, type) and dataclasses.is_dataclass(scenario.config)):
         raise ScenarioError("Scenario.config is not a dataclass", "pass a @dataclass class extending ScenarioConfig",

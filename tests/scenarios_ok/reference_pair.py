@@ -10,8 +10,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 from mpe2 import simple_reference_v3
 
-from hdppo.team.graph import AgentGraph
-from hdppo.team.scenario import Layer, Scenario, ScenarioConfig
+from hdppo import AgentGraph, Layer, Scenario, ScenarioConfig
 
 
 @dataclass

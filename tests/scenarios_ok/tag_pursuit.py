@@ -13,8 +13,7 @@ import gymnasium as gym
 import numpy as np
 from mpe2 import simple_tag_v3
 
-from hdppo.team.graph import AgentGraph
-from hdppo.team.scenario import Layer, Opponents, Scenario, ScenarioConfig
+from hdppo import AgentGraph, Layer, Opponents, Scenario, ScenarioConfig
 
 
 @dataclass

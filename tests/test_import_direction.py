@@ -1,0 +1,100 @@
+"""The package's plan, enforced: the environment side never imports the engine, the engine takes
+its contracts from engine/messages.py, workers never import Ray, and module-level imports have no cycles."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+PKG = Path(__file__).resolve().parents[1] / "hdppo"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, module_level: bool = False) -> list[tuple[str, list[str]]]:
+    """(module, names) of every hdppo import in a file; module_level: only those run at import time
+    or seen by type checkers (not the ones inside functions)."""
+    tree = ast.parse(path.read_text())
+    nodes = ast.iter_child_nodes(tree) if module_level else ast.walk(tree)
+    found = []
+    for node in _flatten(nodes) if module_level else nodes:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names]
+    return [(m, n) for m, n in found if m == "hdppo" or m.startswith("hdppo.")]
+
+
+def _flatten(nodes):
+    """Module-level statements, descending into `if` blocks (TYPE_CHECKING) and try blocks."""
+    for node in nodes:
+        if isinstance(node, (ast.If, ast.Try)):
+            yield from _flatten(node.body + getattr(node, "orelse", []) + getattr(node, "handlers", []))
+        elif isinstance(node, ast.ExceptHandler):
+            yield from _flatten(node.body)
+        else:
+            yield node
+
+
+def files(sub: str) -> list[Path]:
+    return sorted((PKG / sub).rglob("*.py"))
+
+
+def test_the_environment_side_never_imports_the_engine_or_tools() -> None:
+    bad = [f"{module_name(p)} imports {m}" for p in files("team") for m, _ in imports(p)
+           if m.startswith(("hdppo.engine", "hdppo.tools", "hdppo.runtime", "hdppo.integrations"))
+           or m in ("hdppo.cli", "hdppo.evaluate")]
+    assert not bad, "hdppo.team must stand alone:\n" + "\n".join(bad)
+
+
+def test_engine_contracts_come_from_messages_only() -> None:
+    contracts = set(__import__("hdppo.engine.messages", fromlist=["__all__"]).__all__)
+    bad = []
+    for p in files("engine"):
+        if p.name == "messages.py":
+            continue
+        for m, names in imports(p):
+            if m in ("hdppo.team.hierarchy", "hdppo.engine.worker", "hdppo.team.interfaces"):
+                taken = sorted(set(names) & contracts) or (names if m == "hdppo.team.interfaces" else [])
+                bad += [f"{module_name(p)} takes {n} from {m}" for n in taken]
+    assert not bad, "import contracts from hdppo.engine.messages:\n" + "\n".join(bad)
+
+
+def test_workers_and_the_engine_core_never_import_ray() -> None:
+    """Only the Ray backend (engine/backends/ray*.py) and the RLlib integration import ray."""
+    bad = []
+    for p in files("engine"):
+        if p.name.startswith("ray"):
+            continue
+        tree = ast.parse(p.read_text())
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            bad += [f"{module_name(p)} imports {n}" for n in names if n == "ray" or n.startswith("ray.")]
+    assert not bad, "\n".join(bad)
+
+
+def test_module_level_imports_have_no_cycles() -> None:
+    graph = nx.DiGraph()
+    known = {module_name(p) for p in PKG.rglob("*.py")}
+    for p in PKG.rglob("*.py"):
+        src = module_name(p)
+        for m, names in imports(p, module_level=True):
+            targets = [f"{m}.{n}" for n in names if f"{m}.{n}" in known] or [m]
+            for target in targets:
+                if target in known and target != src and not src.startswith(target + "."):
+                    graph.add_edge(src, target)
+    cycles = list(nx.simple_cycles(graph))
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c + [c[0]]) for c in cycles[:5])
+
+
+def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
+    """The rules above read real import statements, lazy ones included."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from hdppo.engine.worker import Worker\n")
+    assert imports(probe) == [("hdppo.engine.worker", ["Worker"])]
+    assert imports(probe, module_level=True) == []
