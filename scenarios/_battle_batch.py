@@ -24,7 +24,7 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from hdppo.team.vecenv import BatchedEnv, EnvStep
+from hdppo import BatchedEnv, EnvStep
 
 VIEW = 13
 CH = 5

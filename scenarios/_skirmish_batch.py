@@ -24,8 +24,8 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo.errors import ScenarioError
-from hdppo.team.scenario import ScenarioConfig
-from hdppo.team.vecenv import EnvStep, NumpyBatch, copy_rngs
+from hdppo import EnvStep, NumpyBatch, ScenarioConfig
+from hdppo.team.vecenv import copy_rngs
 
 _S = np.sqrt(0.5)
 DIRS = np.array([[0, 0], [1, 0], [_S, _S], [0, 1], [-_S, _S], [-1, 0], [-_S, -_S], [0, -1], [_S, -_S]])

@@ -31,7 +31,8 @@ from typing import Sequence
 import gymnasium as gym
 import numpy as np
 
-from hdppo.team.vecenv import EnvStep, NumpyBatch, copy_rngs
+from hdppo import EnvStep, NumpyBatch
+from hdppo.team.vecenv import copy_rngs
 
 AGENT_SIZE = 0.15
 LANDMARK_SIZE = 0.05

@@ -21,7 +21,8 @@ from typing import Any, Sequence
 import gymnasium as gym
 import numpy as np
 
-from hdppo.team.vecenv import EnvStep, NumpyBatch, copy_rngs
+from hdppo import EnvStep, NumpyBatch
+from hdppo.team.vecenv import copy_rngs
 
 DX = np.array([0, 0, 0, -1, 1], np.int64)     # actions: 0 stay, 1 up (y-1), 2 down (y+1), 3 left, 4 right
 DY = np.array([0, -1, 1, 0, 0], np.int64)

@@ -21,8 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo.errors import ScenarioError
-from hdppo.team.graph import AgentGraph
-from hdppo.team.scenario import Layer, LayerContext, Opponents, Scenario, ScenarioConfig
+from hdppo import AgentGraph, Layer, LayerContext, Opponents, Scenario, ScenarioConfig
 from hdppo.team.vecenv import PettingZooBatch
 from ._battle_batch import (OBS_DIM, VIEW_DIM, X, Y, BattleBatch, fight, make_parallel_env,
                                      random_controller, scripted_controller)

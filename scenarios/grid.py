@@ -26,9 +26,8 @@ import numpy as np
 
 from hdppo.team.batch_view import BatchParallelEnv
 from hdppo.errors import ScenarioError
-from hdppo.team.graph import AgentGraph
-from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
-from hdppo.team.vecenv import EnvStep, NumpyBatch, copy_rngs
+from hdppo import AgentGraph, EnvStep, Layer, LayerContext, NumpyBatch, Scenario, ScenarioConfig
+from hdppo.team.vecenv import copy_rngs
 
 DX = np.array([0, 0, 0, -1, 1], dtype=np.int64)
 DY = np.array([0, -1, 1, 0, 0], dtype=np.int64)

@@ -13,8 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo.team.batch_view import BatchParallelEnv
-from hdppo.team.graph import AgentGraph
-from hdppo.team.scenario import Layer, LayerContext, Scenario
+from hdppo import AgentGraph, Layer, LayerContext, Scenario
 from ._skirmish_batch import DIRS, N_MOVES, SkirmishBatch, SkirmishConfig, check_config
 
 __all__ = ["SCENARIO", "SkirmishBatch", "SkirmishConfig", "SkirmishParallelEnv", "scripted_low"]

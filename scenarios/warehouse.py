@@ -32,8 +32,7 @@ import numpy as np
 
 from hdppo.team.batch_view import BatchParallelEnv
 from hdppo.errors import ScenarioError
-from hdppo.team.graph import AgentGraph
-from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
+from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
 from ._warehouse_batch import GOAL_DIM, N_ZONES, OFF_LOCAL, OFF_ZONES, WarehouseBatch, build_layout
 
 ROBOT_GOAL_BOX = gym.spaces.Box(np.array([-1, -1, 0, -1, -1, 0], np.float32), np.ones(GOAL_DIM, np.float32),

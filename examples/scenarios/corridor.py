@@ -18,9 +18,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from hdppo.team.graph import AgentGraph
-from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
-from hdppo.team.vecenv import BatchedEnv, EnvStep
+from hdppo import AgentGraph, BatchedEnv, EnvStep, Layer, LayerContext, Scenario, ScenarioConfig
 
 
 @dataclass

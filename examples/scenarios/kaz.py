@@ -22,8 +22,7 @@ from typing import Literal
 import numpy as np
 from gymnasium import spaces
 
-from hdppo.team.graph import AgentGraph
-from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
+from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
 
 
 @dataclass

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from hdppo.team.graph import AgentGraph
-from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
+from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
 
 
 @dataclass

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from hdppo.team.graph import AgentGraph
-from hdppo.team.scenario import Layer, Opponents, Scenario, ScenarioConfig
+from hdppo import AgentGraph, Layer, Opponents, Scenario, ScenarioConfig
 
 
 @dataclass

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from hdppo.team.graph import AgentGraph
-from hdppo.team.scenario import Layer, LayerContext, Opponents, Scenario, ScenarioConfig
+from hdppo import AgentGraph, Layer, LayerContext, Opponents, Scenario, ScenarioConfig
 
 
 @dataclass
