@@ -39,7 +39,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if not report.ok and args.debug:
         for line in report.lines:
             if not line.ok:
-                print(line.detail, file=sys.stderr)
+                print(line.trace or line.detail, file=sys.stderr)
     return 0 if report.ok else 1
 
 

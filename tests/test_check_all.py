@@ -24,3 +24,22 @@ def test_check_fails_on_a_broken_scenario_with_the_reason():
     report = run_check(str(ROOT / "tests" / "scenarios_broken" / "bad_interval.py"))
     assert not report.ok
     assert "multiple" in report.lines[-1].detail
+
+
+def test_a_hook_raising_while_the_copies_are_built_is_a_fail_line_with_its_traceback(monkeypatch, capsys):
+    """positions(env) runs when the `graph valid` step resets the copies: a FAIL line naming the hook's
+    file and line, exit status 1, and `--debug` prints the full traceback."""
+    from hdppo.cli import main
+    from hdppo.team.scenario import load_scenario
+
+    def positions(env):
+        raise ValueError("positions broke")
+
+    monkeypatch.setattr(load_scenario("battle"), "positions", positions)
+    report = run_check("battle", episodes=1, n_envs=1, seed=0, api_cycles=10)
+    line = report.lines[-1]
+    assert line.name == "graph valid" and not line.ok
+    assert "ValueError: positions broke at line" in line.detail and __file__ in line.detail
+    assert main(["check", "battle", "--episodes", "1", "--envs", "1", "--debug"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "positions broke" in err

@@ -16,7 +16,7 @@ from hdppo.team.vecenv import BatchedEnv
 
 class BatchParallelEnv(ParallelEnv):
     """A ParallelEnv over copy 0 of `batch` (built with n_envs=1). Observations are the batch's flat
-    Boxes; with `mask_in_infos` the legal actions are in infos[agent]["action_mask"] (int8)."""
+    Boxes; with `mask_in_infos` the legal actions are in `infos[agent]["action_mask"]` (int8)."""
 
     metadata = {"name": "hdppo_batch_v0", "render_modes": []}
 

@@ -20,6 +20,7 @@ class CheckLine:
     name: str
     ok: bool
     detail: str = ""
+    trace: str = ""             # the traceback of a hook's exception (`hdppo check --debug` prints it)
 
 
 @dataclass
@@ -31,9 +32,18 @@ class CheckReport:
     def ok(self) -> bool:
         return all(line.ok for line in self.lines) and bool(self.lines)
 
-    def add(self, name: str, ok: bool, detail: str = "") -> bool:
-        self.lines.append(CheckLine(name, ok, detail))
+    def add(self, name: str, ok: bool, detail: str = "", trace: str = "") -> bool:
+        self.lines.append(CheckLine(name, ok, detail, trace))
         return ok
+
+    def add_hook_error(self, name: str, exc: Exception) -> None:
+        """A FAIL line for an exception raised inside a scenario hook, at the hook's file and line."""
+        import traceback
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/hdppo/" not in f.filename]
+        where = f" at line {frames[-1].lineno} of {frames[-1].filename}" if frames else ""
+        self.add(name, False, f"{type(exc).__name__}: {exc}{where}; fix the scenario hook "
+                              "(run with --debug for the traceback)",
+                 "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
 
 
 def run_check(target: str, overrides: dict[str, Any] | None = None, episodes: int = 4, n_envs: int = 2,
@@ -60,6 +70,9 @@ def run_check(target: str, overrides: dict[str, Any] | None = None, episodes: in
     except HdppoError as exc:
         report.add("graph valid", False, exc.message())
         return report
+    except Exception as exc:  # a hook called while building (positions, graph, batched_env) raised
+        report.add_hook_error("graph valid", exc)
+        return report
     report.add("graph valid", True, _graph_summary(hier))
     try:
         _conformance(report, hier, episodes, seed)
@@ -67,11 +80,7 @@ def run_check(target: str, overrides: dict[str, Any] | None = None, episodes: in
         report.add("hierarchy runs", False, exc.message())
         return report
     except Exception as exc:  # a scenario hook (goal_features, intrinsic, observe, ...) raised
-        import traceback
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/hdppo/" not in f.filename]
-        where = f" at line {frames[-1].lineno} of {frames[-1].filename}" if frames else ""
-        report.add("hierarchy runs", False, f"{type(exc).__name__}: {exc}{where}; fix the scenario hook "
-                                            "(run with --debug for the traceback)")
+        report.add_hook_error("hierarchy runs", exc)
         return report
     finally:
         hier.close()
