@@ -30,7 +30,9 @@ _WHERE = {
     "RunSpec": "hdppo.engine.spec", "train": "hdppo.engine.spec",
     "Team": "hdppo.runtime", "load": "hdppo.runtime",
 }
-__all__ = sorted(_WHERE)
+__all__ = ["AgentGraph", "BatchedEnv", "EnvStep", "HierarchyEnv", "Layer", "LayerContext", "NumpyBatch", "Opponents",
+           "RunSpec", "Scenario", "ScenarioConfig", "Team", "load", "load_scenario", "train"]
+assert sorted(__all__) == sorted(_WHERE)
 
 if TYPE_CHECKING:
     from hdppo.engine.spec import RunSpec, train

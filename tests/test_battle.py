@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from hdppo.team.controllers import uniform_policy
+from hdppo.team.episodes import members
 from hdppo.errors import ScenarioError
 from hdppo.team.graph import spatial_groups
 from hdppo.team.hierarchy import HierarchyEnv
@@ -44,7 +45,7 @@ def test_squads_of_nine_formed_by_position_at_every_reset():
         fresh = h.t == 0
         for e in np.flatnonzero(fresh):
             pos = h.env.obs[e][:, [X, Y]]
-            squads = h._members(1, e)
+            squads = members(h, 1, e)
             assert sorted(len(s) for s in squads) == [3, 9, 9, 9]
             want = spatial_groups(pos, 9)
             assert all(len(set(want[s])) == 1 for s in squads)             # membership follows positions
@@ -79,7 +80,7 @@ def test_dead_units_never_act_and_squads_turn_inactive():
         h.step(act)
         deaths += int((alive & ~h.env.alive).sum())
         for e in range(2):                                      # a squad is active iff a member lives
-            want = [h.env.alive[e, m].any() for m in h._members(1, e)]
+            want = [h.env.alive[e, m].any() for m in members(h, 1, e)]
             np.testing.assert_array_equal(h.alive[1][e], want)
     assert deaths >= 8                                          # the scripted blue team kills random red units
 

@@ -67,7 +67,8 @@ from typing import Any
 import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
-from hdppo.team.hierarchy import Decision, HierarchyEnv, StepResult
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.team.interfaces import Decision, StepResult
 from hdppo.team.scenario import Scenario, load_scenario
 
 __all__ = ["ENV_NAME", "HierarchyMultiAgentEnv", "agent_layer", "policy_mapping_fn", "rllib_ppo_config"]

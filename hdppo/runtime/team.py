@@ -17,6 +17,7 @@ import numpy as np
 
 from hdppo.team.controllers import scripted_policy, uniform_policy
 from hdppo.errors import ConfigError, ScenarioError
+from hdppo.team.episodes import members
 from hdppo.team.hierarchy import HierarchyEnv
 from hdppo.team.interfaces import Decision, LayerInfo
 from hdppo.team.scenario import Scenario
@@ -173,7 +174,7 @@ class Team:
         if self.hier.n_layers < 2:
             return {}
         i = self.hier.n_layers - 2
-        groups = self.hier._members(i, 0)
+        groups = members(self.hier, i, 0)
         return {str(n): [self.units[u] for u in g] for n, g in zip(self.hier.info[i].nodes, groups)}
 
     @property

@@ -11,7 +11,8 @@ import numpy as np
 
 from hdppo.team.controllers import uniform_policy
 from hdppo.errors import HdppoError
-from hdppo.team.hierarchy import Decision, HierarchyEnv, StepResult
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.team.interfaces import Decision, StepResult
 from hdppo.team.scenario import load_scenario
 
 

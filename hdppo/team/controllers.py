@@ -6,7 +6,7 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from hdppo.team.hierarchy import Decision, LayerInfo
+from hdppo.team.interfaces import Decision, LayerInfo
 
 
 def uniform_policy(info: LayerInfo, seed: int | None = None) -> Callable[[Decision], np.ndarray]:

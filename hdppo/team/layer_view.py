@@ -14,7 +14,8 @@ import numpy as np
 from pettingzoo import ParallelEnv
 
 from hdppo.team.controllers import scripted_policy, uniform_policy
-from hdppo.team.hierarchy import Decision, HierarchyEnv, StepResult
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.team.interfaces import Decision, StepResult
 from hdppo.team.scenario import Scenario
 
 

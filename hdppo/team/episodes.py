@@ -1,0 +1,32 @@
+"""The statistics of a finished episode of one env copy."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hdppo.team.hierarchy import HierarchyEnv
+
+
+def episode_stats(hier: HierarchyEnv, e: int) -> dict[str, Any]:
+    """Length, team return (the units' env rewards), each layer's mean node return, the env's own
+    episode info; with `detailed_stats` also per-node returns and membership (hdppo check)."""
+    stats: dict[str, Any] = {"env": int(e), "length": int(hier.t[e] + 1),
+                             "team_return": float(hier.unit_env_return[e].sum())}
+    for i, spec in enumerate(hier.specs):
+        stats[f"return/{spec.name}"] = float(hier.layers[i].ep_return[e].mean())
+    if hier.detailed_stats:
+        stats["node_returns"] = {spec.name: hier.layers[i].ep_return[e].copy() for i, spec in enumerate(hier.specs)}
+        stats["unit_env_returns"] = hier.unit_env_return[e].copy()
+        stats["members"] = {spec.name: members(hier, i, e) for i, spec in enumerate(hier.specs)}
+    stats.update(hier.env.episode_info(int(e)))
+    return stats
+
+
+def members(hier: HierarchyEnv, i: int, e: int) -> list[list[int]]:
+    """Unit indices under each node of layer i in copy e (this episode's grouping)."""
+    groups = [[u] for u in range(len(hier.info[-1].nodes))]
+    for j in reversed(range(i, hier.n_layers - 1)):
+        idx, struct = hier.idx[j][e], hier.struct[j][e]
+        groups = [sum((groups[idx[n, c]] for c in range(idx.shape[1]) if struct[n, c]), [])
+                  for n in range(idx.shape[0])]
+    return groups
