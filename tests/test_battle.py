@@ -9,7 +9,7 @@ from hdppo.team.episodes import members
 from hdppo.errors import ScenarioError
 from hdppo.team.graph import spatial_groups
 from hdppo.team.hierarchy import HierarchyEnv
-from hdppo.scenarios._battle_batch import (N_ACTIONS, STAY, X, Y, BattleBatch, make_parallel_env, random_controller,
+from hdppo.scenarios.battle.sim import (N_ACTIONS, STAY, X, Y, BattleBatch, make_parallel_env, random_controller,
                                      scripted_controller)
 from hdppo.scenarios.battle import SCENARIO
 

@@ -25,7 +25,7 @@ def run(cwd: Path, *args: str, code: str | None = None) -> subprocess.CompletedP
 @pytest.fixture()
 def project(tmp_path: Path) -> Path:
     """scenarios/line_team.py (a scenario written against the pre-layout docs, importing a helper next
-    to it through the project's own `scenarios` package), scenarios/spread.py shadowing a built-in,
+    to it through the project's own `scenarios` package), scenarios/spread/__init__.py shadowing a built-in,
     and a policies/ package of the user's own."""
     (tmp_path / "scenarios").mkdir()
     (tmp_path / "scenarios" / "__init__.py").write_text("")
@@ -36,6 +36,12 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "scenarios" / "_helpers.py").write_text("TAG = 'from the project helpers'\n")
     (tmp_path / "scenarios" / "spread.py").write_text(
         (LEGACY / "line.py").read_text().replace('name="line"', 'name="my_spread"'))
+    pkg = tmp_path / "scenarios" / "line_pkg"          # a scenario folder: __init__.py + a module beside it
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text((LEGACY / "line.py").read_text().replace(
+        "from __future__ import annotations\n", "from __future__ import annotations\n\nfrom .extra import NAME\n")
+        .replace('name="line"', "name=NAME"))
+    (pkg / "extra.py").write_text("NAME = 'line_from_a_folder'\n")
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "__init__.py").write_text("MINE = True\n")
     (tmp_path / "policies" / "custom.py").write_text("X = 1\n")
@@ -64,13 +70,15 @@ def test_hdppo_scenarios_lists_the_projects_scenarios_first(project: Path) -> No
     assert out.returncode == 0, out.stderr
     lines = [line for line in out.stdout.splitlines() if "│" in line]
     names = [n for n in (line.split("│")[1].strip() for line in lines) if n]
-    assert names[:2] == ["line_team", "spread"]
-    assert {"skirmish", "grid", "warehouse"} <= set(names[2:]) and "spread" not in names[2:]
+    assert names[:3] == ["line_pkg", "line_team", "spread"]
+    assert {"skirmish", "grid", "warehouse"} <= set(names[3:]) and "spread" not in names[3:]
     assert "./scenarios/line_team.py" in out.stdout and "from the project" in out.stdout
+    assert "./scenarios/line_pkg/" in out.stdout
 
 
 def test_train_finds_the_projects_scenario_before_the_built_in(project: Path) -> None:
-    out = run(project, "train", "spread", "--layer", "all", "--steps", "400", "--backend", "inline",
+    # process workers load the scenario by its recorded path, in fresh interpreters
+    out = run(project, "train", "spread", "--layer", "all", "--steps", "400", "--backend", "process",
               "--workers", "1", "--no-progress", "--out", "runs/mine", "envs_per_worker=2")
     assert out.returncode == 0, out.stderr
     config = json.loads((project / "runs" / "mine" / "config.json").read_text())
@@ -86,3 +94,12 @@ def test_an_unknown_name_says_where_scenarios_are_looked_for(project: Path) -> N
     assert out.returncode == 2, out.stderr
     assert "there is no scenario named 'nope'" in out.stderr and "./scenarios/nope.py" in out.stderr
     assert "line_team" in out.stderr and "skirmish" in out.stderr
+
+
+def test_a_scenario_folder_and_a_helper_import_load_in_process_workers(project: Path) -> None:
+    out = run(project, "train", "line_team", "--steps", "200", "--backend", "process", "--workers", "1",
+              "--no-progress", "--out", "runs/team", "envs_per_worker=2")
+    assert out.returncode == 0, out.stderr
+    code = "from hdppo import load_scenario; print(load_scenario('line_pkg').name)"
+    got = run(project, code=code)
+    assert got.returncode == 0 and got.stdout.strip() == "line_from_a_folder", got.stderr

@@ -261,20 +261,27 @@ def _user_folder() -> Path | None:
 
 
 def user_scenario(name: str) -> Path | None:
-    """./scenarios/NAME.py when the user's project (the current folder) has it."""
+    """./scenarios/NAME.py, or the package ./scenarios/NAME/__init__.py, when the user's project
+    (the current folder) has it."""
     folder = _user_folder()
-    path = folder / f"{name}.py" if folder is not None else None
-    return path if path is not None and path.is_file() else None
+    if folder is None:
+        return None
+    for path in (folder / f"{name}.py", folder / name / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
 
 
 def scenario_names() -> list[tuple[str, str]]:
     """(name, where) of every scenario `hdppo train NAME` finds: ./scenarios/*.py first, then the
     built-ins a local file of the same name does not shadow."""
     folder = _user_folder()
-    local = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")) if folder else []
+    found = ([p.stem for p in folder.glob("*.py")] + [p.parent.name for p in folder.glob("*/__init__.py")]
+             if folder else [])
+    local = sorted(n for n in found if not n.startswith("_"))
     pkg = importlib.import_module(SCENARIO_PACKAGE)
     built_in = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
-    return ([(n, f"./{USER_FOLDER}/{n}.py") for n in local]
+    return ([(n, f"./{USER_FOLDER}/{n}" + ("/" if (Path(USER_FOLDER) / n).is_dir() else ".py")) for n in local]
             + [(n, "built-in") for n in built_in if n not in local])
 
 
@@ -297,7 +304,7 @@ def load_scenario(name_or_path: str) -> Scenario:
     local = None if _looks_like_path(name_or_path) else user_scenario(name_or_path)
     if _looks_like_path(name_or_path) or local is not None:
         path = local if local is not None else Path(name_or_path)
-        module = _load_file(path, project=local is not None)
+        module = _load_file(path)
         where = str(path)
     else:
         module_name = f"{SCENARIO_PACKAGE}.{name_or_path}"
@@ -325,18 +332,21 @@ def _looks_like_path(name: str) -> bool:
     return name.endswith(".py") or "/" in name or "\\" in name
 
 
-def _load_file(path: Path, project: bool) -> Any:
+def _load_file(path: Path) -> Any:
     """Import a scenario file. Its folder is importable while it runs (it may import files next to
-    it), and for a project's ./scenarios/NAME.py the project folder too (`from scenarios.x import`)."""
+    it), and for a file inside a project's scenarios/ folder the project folder too (`from
+    scenarios.x import`), also when a worker loads it by its recorded path from another folder."""
     if not path.is_file():
         raise ScenarioError(f"scenario file {path} does not exist",
                             "pass the path of a Python file, or a name from `hdppo scenarios`")
     resolved = path.resolve()
     module_name = f"hdppo_user_scenario_{abs(hash(str(resolved)))}"
-    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    package = [str(resolved.parent)] if resolved.name == "__init__.py" else None   # a scenario folder
+    spec = importlib.util.spec_from_file_location(module_name, resolved, submodule_search_locations=package)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules[module_name] = module
-    folders = [str(resolved.parent)] + ([str(resolved.parent.parent)] if project else [])
+    inside = resolved.parent.parent if resolved.name == "__init__.py" else resolved.parent
+    folders = [str(resolved.parent)] + ([str(inside.parent)] if inside.name == USER_FOLDER else [])
     for folder in reversed(folders):
         sys.path.insert(0, folder)
     try:

@@ -58,7 +58,7 @@ def raw_mpe2(cfg: BenchConfig) -> float:
 
 def raw_native(cfg: BenchConfig) -> float:
     """hdppo's numpy port of simple_spread, `envs_per_worker` copies in one process, random actions."""
-    from hdppo.scenarios._spread_batch import SpreadBatch
+    from hdppo.scenarios.spread.sim import SpreadBatch
     env = SpreadBatch(cfg.n_agents, 0.5, cfg.max_cycles, cfg.envs_per_worker, 0)
     env.reset(0)
     rng = np.random.default_rng(0)

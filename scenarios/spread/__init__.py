@@ -14,7 +14,7 @@ from gymnasium import spaces
 
 from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
 from hdppo.team.vecenv import PettingZooBatch
-from ._spread_batch import SpreadBatch
+from .sim import SpreadBatch
 
 LANDMARK_OFFSET = 4      # unit obs: vel(2), pos(2), landmark - pos (2 per landmark), others, comm
 REACHED = 0.1            # a landmark counts as covered within this distance (MPE landmark size x2)

@@ -1,6 +1,6 @@
 """battle: MAgent2 battle_v4, red (trained: commander / squads of 9 by position / units) vs blue (scripted).
 
-Units see MAgent2's 13x13x5 view plus a 10-float feature vector (see scenarios/_battle_batch.py).
+Units see MAgent2's 13x13x5 view plus a 10-float feature vector (see scenarios/battle/sim.py).
 Goals are points: `high` sends each squad to one of regions x regions map points or "engage"
 (the enemy nearest to the squad); `mid` sends each unit the same way. A goal is grounded as
 [(point - position) / (map_size - 1) (2), engage flag (1)]. Upper layers observe small pooled
@@ -23,7 +23,7 @@ import numpy as np
 from hdppo.errors import ScenarioError
 from hdppo import AgentGraph, Layer, LayerContext, Opponents, Scenario, ScenarioConfig
 from hdppo.team.vecenv import PettingZooBatch
-from ._battle_batch import (OBS_DIM, VIEW_DIM, X, Y, BattleBatch, fight, make_parallel_env,
+from .sim import (OBS_DIM, VIEW_DIM, X, Y, BattleBatch, fight, make_parallel_env,
                                      random_controller, scripted_controller)
 
 F0 = VIEW_DIM                       # unit features start here; squad features are their pooled means

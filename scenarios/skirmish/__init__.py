@@ -1,7 +1,7 @@
 """skirmish: a StarCraft-micro-like battle of two teams of melee and ranged units over 3 control points.
 
 The learning team (n_squads x squad_size units) fights a mirrored team driven by a scripted AI
-inside the batched env (`scenarios/_skirmish_batch.py`). Win by eliminating the opponent or by
+inside the batched env (`scenarios/skirmish/sim.py`). Win by eliminating the opponent or by
 holding more points at the time limit. Layers: commander (which point or enemy squad each squad
 engages) / squads (which point, enemy squad or enemy unit each unit goes for) / units.
 """
@@ -14,7 +14,7 @@ import numpy as np
 
 from hdppo.team.batch_view import BatchParallelEnv
 from hdppo import AgentGraph, Layer, LayerContext, Scenario
-from ._skirmish_batch import DIRS, N_MOVES, SkirmishBatch, SkirmishConfig, check_config
+from .sim import DIRS, N_MOVES, SkirmishBatch, SkirmishConfig, check_config
 
 __all__ = ["SCENARIO", "SkirmishBatch", "SkirmishConfig", "SkirmishParallelEnv", "scripted_low"]
 

@@ -1,6 +1,6 @@
 """warehouse: teams of robots fetch ordered items from shelves to stations; numpy over all copies.
 
-Robots move on a grid warehouse (layout in scenarios/_warehouse_batch.py: shelf rows with aisles,
+Robots move on a grid warehouse (layout in scenarios/warehouse/sim.py: shelf rows with aisles,
 stations on the bottom wall, 4 zones = quadrants of the shelf area). Actions Discrete(5): 0 stay,
 1 up (y-1), 2 down (y+1), 3 left (x-1), 4 right (x+1); walls and shelves cancel a move. Picking
 and delivering are automatic: an empty robot next to (4-adjacent) a shelf with an open order picks
@@ -33,7 +33,7 @@ import numpy as np
 from hdppo.team.batch_view import BatchParallelEnv
 from hdppo.errors import ScenarioError
 from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
-from ._warehouse_batch import GOAL_DIM, N_ZONES, OFF_LOCAL, OFF_ZONES, WarehouseBatch, build_layout
+from .sim import GOAL_DIM, N_ZONES, OFF_LOCAL, OFF_ZONES, WarehouseBatch, build_layout
 
 ROBOT_GOAL_BOX = gym.spaces.Box(np.array([-1, -1, 0, -1, -1, 0], np.float32), np.ones(GOAL_DIM, np.float32),
                                 dtype=np.float32)
