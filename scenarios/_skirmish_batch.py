@@ -17,8 +17,8 @@ Rules (positions are continuous in [0, size]^2):
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import gymnasium as gym
 import numpy as np

@@ -24,8 +24,18 @@ from hdppo.errors import ScenarioError
 from hdppo.team.graph import AgentGraph
 from hdppo.team.scenario import Layer, LayerContext, Opponents, Scenario, ScenarioConfig
 from hdppo.team.vecenv import PettingZooBatch
-from ._battle_batch import (OBS_DIM, VIEW_DIM, X, Y, BattleBatch, fight, make_parallel_env,
-                                     random_controller, scripted_controller)
+
+from ._battle_batch import (
+    OBS_DIM,
+    VIEW_DIM,
+    BattleBatch,
+    X,
+    Y,
+    fight,
+    make_parallel_env,
+    random_controller,
+    scripted_controller,
+)
 
 F0 = VIEW_DIM                       # unit features start here; squad features are their pooled means
 N_POOL = OBS_DIM - VIEW_DIM         # 10 pooled unit features

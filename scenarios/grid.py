@@ -18,14 +18,15 @@ The +1 reads `GridBatch.last_claim`; under another BatchedEnv only the shaping t
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from hdppo.team.batch_view import BatchParallelEnv
 from hdppo.errors import ScenarioError
+from hdppo.team.batch_view import BatchParallelEnv
 from hdppo.team.graph import AgentGraph
 from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
 from hdppo.team.vecenv import EnvStep, NumpyBatch, copy_rngs

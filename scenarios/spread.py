@@ -15,6 +15,7 @@ from gymnasium import spaces
 from hdppo.team.graph import AgentGraph
 from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
 from hdppo.team.vecenv import PettingZooBatch
+
 from ._spread_batch import SpreadBatch
 
 LANDMARK_OFFSET = 4      # unit obs: vel(2), pos(2), landmark - pos (2 per landmark), others, comm

@@ -24,16 +24,18 @@ team centroid (2), zone's open orders / slots (1)]. `layers` 2: high gives each 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from hdppo.team.batch_view import BatchParallelEnv
 from hdppo.errors import ScenarioError
+from hdppo.team.batch_view import BatchParallelEnv
 from hdppo.team.graph import AgentGraph
 from hdppo.team.scenario import Layer, LayerContext, Scenario, ScenarioConfig
+
 from ._warehouse_batch import GOAL_DIM, N_ZONES, OFF_LOCAL, OFF_ZONES, WarehouseBatch, build_layout
 
 ROBOT_GOAL_BOX = gym.spaces.Box(np.array([-1, -1, 0, -1, -1, 0], np.float32), np.ones(GOAL_DIM, np.float32),

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 
 from hdppo.engine.checkpoint import module_state, save_checkpoint
-from hdppo.team.hierarchy import HierarchyEnv
-from hdppo.engine.learner import build_policy, policy_meta
-from hdppo.team.scenario import load_scenario
 from hdppo.engine.config import LayerConfig, TrainConfig, train_config_to_dict
+from hdppo.engine.learner import build_policy, policy_meta
 from hdppo.engine.worker import Worker, WorkerSpec, worker_seed
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.team.scenario import load_scenario
 
 
 def make_run(out: Path, scenario: str, overrides: dict[str, str] | None = None, layers: list[str] | None = None,

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import cli
+
 from hdppo.cli import main
 
 TESTS = Path(__file__).resolve().parent

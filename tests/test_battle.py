@@ -4,13 +4,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hdppo.team.controllers import uniform_policy
 from hdppo.errors import ScenarioError
+from hdppo.scenarios._battle_batch import (
+    N_ACTIONS,
+    STAY,
+    BattleBatch,
+    X,
+    Y,
+    make_parallel_env,
+    random_controller,
+    scripted_controller,
+)
+from hdppo.scenarios.battle import SCENARIO
+from hdppo.team.controllers import uniform_policy
 from hdppo.team.graph import spatial_groups
 from hdppo.team.hierarchy import HierarchyEnv
-from hdppo.scenarios._battle_batch import (N_ACTIONS, STAY, X, Y, BattleBatch, make_parallel_env, random_controller,
-                                     scripted_controller)
-from hdppo.scenarios.battle import SCENARIO
 
 MAP = 24        # 16 v 16
 

@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import cli
+
 from hdppo.cli import main
 
 TESTS = Path(__file__).resolve().parent

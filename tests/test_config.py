@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 
-from hdppo.overrides import apply_overrides, from_dict, load_yaml, parse_assignments, to_dict
 from hdppo.errors import ConfigError
+from hdppo.overrides import apply_overrides, from_dict, load_yaml, parse_assignments, to_dict
 
 
 @dataclass
@@ -25,7 +25,7 @@ class Cfg:
     x: float = 0.5
     flag: bool = False
     name: str = "a"
-    seed: Optional[int] = None
+    seed: int | None = None
     mode: Literal["gradients", "experience"] = "gradients"
     sizes: tuple[int, ...] = (64, 64)
     w_int: dict[str, float] = field(default_factory=lambda: {"mid": 0.1})

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from cli_helpers import cli
+from runtime_helpers import make_run
+
 from hdppo.cli import main
 from hdppo.stats import mean_ci, outcome_ci, rate_ci, seeds_ci
-from runtime_helpers import make_run
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["--backend", "inline", "--workers", "1", "--seed", "0", "--no-progress", "envs_per_worker=2",

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hdppo.tools.evidence import EvidencePlan, Variant, finished, main, mean_curve, outcome_curve, steps_to_reach
 from hdppo.engine.metrics import MetricsSink
+from hdppo.tools.evidence import EvidencePlan, Variant, finished, main, mean_curve, outcome_curve, steps_to_reach
 
 
 def _fake_run(path: Path, steps: list[int], wins: list[float], episodes: list[int]) -> Path:

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from cli_helpers import cli
+from runtime_helpers import make_run, team_actions
 
 import hdppo
-from cli_helpers import cli
 from hdppo.runtime.export import actor_module, export_team
-from runtime_helpers import make_run, team_actions
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {"skirmish": ({"max_steps": "40"}, {"roles": True}), "warehouse": ({"max_steps": "40"}, {}),

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scripted_env import make_scenario, reward_of
 
 from hdppo.team import aggregate as agg
 from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import HierarchyEnv
-from scripted_env import make_scenario, reward_of
 
 
 def run_episode(hier: HierarchyEnv, policy=None):
@@ -274,6 +274,7 @@ def test_many_copies_equal_single_copies():
 def test_spatial_groups_are_recomputed_at_every_reset():
     """Squads formed by position at reset: each squad holds the units nearest each other."""
     import dataclasses
+
     from hdppo.team.graph import AgentGraph, spatial_groups
     from hdppo.team.scenario import load_scenario
     grid = load_scenario("grid")

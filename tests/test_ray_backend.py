@@ -17,10 +17,10 @@ ray = pytest.importorskip("ray")
 
 from hdppo.engine.backends import WorkerError  # noqa: E402
 from hdppo.engine.checkpoint import load_checkpoint  # noqa: E402
-from hdppo.team.scenario import load_scenario  # noqa: E402
 from hdppo.engine.config import resolve_overrides, train_config_to_dict  # noqa: E402
 from hdppo.engine.trainer import RunSpec, Trainer  # noqa: E402
 from hdppo.engine.worker import WorkerSpec  # noqa: E402
+from hdppo.team.scenario import load_scenario  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 NAN_ENV = TESTS / "fixtures" / "nan_env.py"

@@ -1,14 +1,13 @@
 """Rendering: scenario envs draw RGB frames; `hdppo render` writes a team's episode with squads and goals."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
-
 from cli_helpers import cli
+from runtime_helpers import make_run
+
 from hdppo.runtime.render import Canvas, Overlay, Scene, team_overlay
 from hdppo.team.scenario import load_scenario
-from runtime_helpers import make_run
 
 
 @pytest.mark.parametrize("name", ["skirmish", "grid", "warehouse"])

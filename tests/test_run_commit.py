@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from cli_helpers import cli
+
 from hdppo.engine.checkpoint import load_checkpoint
 
 
 def list_commits(run: Path) -> list[int]:
-    from hdppo.engine.commit import list_commits as listed        # imported late: the file also runs on older hdppo
+    from hdppo.engine.commit import list_commits as listed  # imported late: the file also runs on older hdppo
     return listed(run)
 
 
@@ -242,10 +242,10 @@ def test_eval_and_load_read_the_newest_commit(three_layer_run, tmp_path, capsys)
 
 def test_resumed_servers_hold_the_commit_exactly(three_layer_run, tmp_path):
     """Weights and Adam state of every layer after a resume are bit-identical to the commit's."""
-    from hdppo.evaluate import load_run_config
-    from hdppo.engine.server import ParameterServer
     from hdppo.engine.config import train_config_from_dict
+    from hdppo.engine.server import ParameterServer
     from hdppo.engine.trainer import RunSpec, Trainer
+    from hdppo.evaluate import load_run_config
     run = copy_run(three_layer_run, tmp_path / "run")
     config = load_run_config(run)
     tc = train_config_from_dict(config["train"])

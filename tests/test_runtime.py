@@ -8,11 +8,11 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from runtime_helpers import make_run, team_actions, worker_actions
 
 import hdppo
 from hdppo.errors import ConfigError, ScenarioError
 from hdppo.team.scenario import load_scenario
-from runtime_helpers import make_run, team_actions, worker_actions
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"skirmish": {"max_steps": "60"}, "warehouse": {"max_steps": "60"}, "spread": {"max_cycles": "40"},

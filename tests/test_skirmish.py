@@ -6,13 +6,20 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from batch_helpers import assert_copies_match
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 from hdppo.errors import ScenarioError
 from hdppo.scenarios._skirmish_batch import DIRS, N_MOVES
-from hdppo.scenarios.skirmish import (SCENARIO, SkirmishBatch, SkirmishConfig, SkirmishParallelEnv, _ground, _Layout,
-                                scripted_low)
-from batch_helpers import assert_copies_match
+from hdppo.scenarios.skirmish import (
+    SCENARIO,
+    SkirmishBatch,
+    SkirmishConfig,
+    SkirmishParallelEnv,
+    _ground,
+    _Layout,
+    scripted_low,
+)
 
 CFG = SkirmishConfig()
 U = CFG.n_squads * CFG.squad_size

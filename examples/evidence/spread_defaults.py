@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hdppo.tools.evidence import finished
 from hdppo.engine.metrics import read_csv
 from hdppo.stats import seeds_ci
+from hdppo.tools.evidence import finished
 
 TASK = ["n_agents=3", "squad_size=3", "max_cycles=25", "layers=1"]
 STEPS = 300_000

@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hdppo.overrides import apply_overrides
 from hdppo.errors import ConfigError
+from hdppo.overrides import apply_overrides
 
 
 def default_workers() -> int:

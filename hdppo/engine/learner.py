@@ -12,11 +12,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from hdppo.policies.factory import PolicySpec, make_policy
-
+from hdppo.engine.config import LayerConfig
 from hdppo.engine.messages import LayerInfo
 from hdppo.engine.ppo import PPOLossTerms, ppo_loss
-from hdppo.engine.config import LayerConfig
+from hdppo.policies.factory import PolicySpec, make_policy
 
 BATCH_KEYS = ("obs", "actions", "logp", "values", "advantages", "returns", "action_mask", "roles", "critic_obs")
 
@@ -98,12 +97,12 @@ class Batch:
     def __len__(self) -> int:
         return int(self.obs.shape[0])
 
-    def take(self, idx: np.ndarray) -> "Batch":
+    def take(self, idx: np.ndarray) -> Batch:
         kw = {k: (None if getattr(self, k) is None else getattr(self, k)[idx]) for k in BATCH_KEYS}
         return Batch(**kw)
 
     @staticmethod
-    def concat(batches: list["Batch"]) -> "Batch":
+    def concat(batches: list[Batch]) -> Batch:
         kw = {}
         for k in BATCH_KEYS:
             parts = [getattr(b, k) for b in batches]

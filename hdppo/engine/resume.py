@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from hdppo.engine.commit import COMMITS, Commit, CommitError, commit_name, damaged, list_commits, open_commit
 from hdppo.errors import ConfigError

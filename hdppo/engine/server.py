@@ -13,13 +13,19 @@ import numpy as np
 import torch
 
 from hdppo.engine.checkpoint import load_module_state, load_optimizer_state, module_state, optimizer_state
-from hdppo.engine.messages import LayerInfo
-from hdppo.engine.learner import (Batch, build_policy, flat_params, minibatch_loss, minibatches, policy_meta,
-                      set_flat_grad)
+from hdppo.engine.config import LayerConfig
+from hdppo.engine.learner import (
+    Batch,
+    build_policy,
+    flat_params,
+    minibatch_loss,
+    minibatches,
+    policy_meta,
+    set_flat_grad,
+)
+from hdppo.engine.messages import GradResult, LayerInfo
 from hdppo.engine.normalize import RunningMeanStd
 from hdppo.engine.ppo import linear_schedule
-from hdppo.engine.config import LayerConfig
-from hdppo.engine.messages import GradResult
 
 
 def aggregation_weights(kind: str, counts: np.ndarray, returns: np.ndarray) -> np.ndarray:

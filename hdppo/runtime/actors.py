@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hdppo.team.interfaces import Decision, LayerInfo
 from hdppo.runtime.action_space import to_space
+from hdppo.team.interfaces import Decision, LayerInfo
 
 
 @dataclass

@@ -12,8 +12,9 @@ looked up on the `sim` object the caller passes (for example the scenario's own 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np

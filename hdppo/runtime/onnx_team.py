@@ -17,9 +17,9 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo.errors import ConfigError
-from hdppo.team.interfaces import Decision, LayerInfo
 from hdppo.runtime.action_space import pick, to_space
 from hdppo.runtime.team import LayerPolicy, Team
+from hdppo.team.interfaces import Decision, LayerInfo
 
 
 @dataclass

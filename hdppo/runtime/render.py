@@ -7,9 +7,10 @@ where a goal has no place), and its env's `render()` draws `scene(self)` for ren
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -7,20 +7,21 @@ running the same HierarchyEnv as training over a HostEnv that holds the caller's
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from hdppo.team.controllers import scripted_policy, uniform_policy
 from hdppo.errors import ConfigError, ScenarioError
+from hdppo.runtime.host_env import HostEnv, probe_spaces
+from hdppo.team.controllers import scripted_policy, uniform_policy
 from hdppo.team.hierarchy import HierarchyEnv
 from hdppo.team.interfaces import Decision, LayerInfo
 from hdppo.team.scenario import Scenario
-from hdppo.runtime.host_env import HostEnv, probe_spaces
 
 LayerPolicy = Callable[[Decision], np.ndarray]
 

@@ -1,7 +1,8 @@
 """Assembling a scenario's pieces: its batched env and its validated agent graph."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from hdppo.errors import ScenarioError
 from hdppo.team.graph import AgentGraph

@@ -5,7 +5,7 @@ wants a plain ParallelEnv get this view of a batch with one copy instead of a se
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np

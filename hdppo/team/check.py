@@ -4,13 +4,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from hdppo.team.controllers import uniform_policy
 from hdppo.errors import HdppoError
+from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import Decision, HierarchyEnv, StepResult
 from hdppo.team.scenario import load_scenario
 

@@ -1,8 +1,8 @@
 """AgentGraph: the layered team over a networkx DiGraph (edges parent -> child)."""
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import networkx as nx
 import numpy as np
@@ -43,7 +43,7 @@ class AgentGraph:
     # ---- construction helpers -------------------------------------------------------------
     @classmethod
     def from_edges(cls, edges: Iterable[tuple[Node, Node]], layer_of: Mapping[Node, str],
-                   layers: Sequence[str] | None = None) -> "AgentGraph":
+                   layers: Sequence[str] | None = None) -> AgentGraph:
         """Build from explicit (parent, child) edges and a node -> layer-name mapping."""
         g = nx.DiGraph()
         for node, layer in layer_of.items():
@@ -57,7 +57,7 @@ class AgentGraph:
         return cls(g, layers)
 
     @classmethod
-    def team(cls, units: Sequence[Node], depth: int, group_size: int, spatial: bool = False) -> "AgentGraph":
+    def team(cls, units: Sequence[Node], depth: int, group_size: int, spatial: bool = False) -> AgentGraph:
         """The usual team of `depth` layers: 1 flat units; 2 a commander (high) over the units; 3 a
         commander over groups of `group_size` (mid) over the units, regrouped by position at each reset
         when `spatial`."""
@@ -72,13 +72,13 @@ class AgentGraph:
 
     @classmethod
     def groups(cls, units: Sequence[Node], sizes: Sequence[int] = (), layers: Sequence[str] | None = None,
-               spatial: bool = False) -> "AgentGraph":
+               spatial: bool = False) -> AgentGraph:
         """Fixed-size groups: units -> groups of sizes[0] -> groups of sizes[1] ... -> one top node.
 
         `groups(units, [3])` makes squads of 3 under one commander (3 layers); `groups(units)` is flat
         (1 layer). With `spatial=True` units are regrouped by position at each reset.
         """
-        depth = len(sizes) + 2 if sizes or layers and len(layers) > 1 else 1
+        depth = len(sizes) + 2 if sizes or (layers and len(layers) > 1) else 1
         names = tuple(layers) if layers else DEFAULT_LAYER_NAMES.get(depth) or tuple(
             ["high"] + [f"mid{i}" for i in range(depth - 2)] + ["low"])
         if len(names) != depth:
@@ -110,7 +110,7 @@ class AgentGraph:
 
     @classmethod
     def by_attribute(cls, units: Sequence[Node], key: Callable[[Node], Hashable] | Mapping[Node, Hashable],
-                     layers: Sequence[str] = ("high", "mid", "low")) -> "AgentGraph":
+                     layers: Sequence[str] = ("high", "mid", "low")) -> AgentGraph:
         """Group units by an attribute (team, type, ...): one mid node per value under one top node."""
         if len(layers) != 3:
             raise GraphError(f"by_attribute builds 3 layers but got layer names {tuple(layers)}",

@@ -7,7 +7,8 @@ the transition's `discount` (gamma^k') so SMDP-aware learners can bootstrap corr
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np

@@ -83,12 +83,12 @@ def _train_config(cfg: BenchConfig, layers: int, native: bool, workers: int) -> 
 
 def rollout_only(cfg: BenchConfig, layers: int, native: bool) -> float:
     """One worker stepping the hierarchy with every layer's policy (no learning)."""
-    from hdppo.engine.params import MemoryParams
-    from hdppo.team.scenario import load_scenario
-    from hdppo.engine.server import ParameterServer
     from hdppo.engine.config import resolve_overrides, train_config_to_dict
     from hdppo.engine.messages import WorkerSpec
+    from hdppo.engine.params import MemoryParams
+    from hdppo.engine.server import ParameterServer
     from hdppo.engine.worker import Worker
+    from hdppo.team.scenario import load_scenario
     train, scenario = _train_config(cfg, layers, native, 1)
     sc = load_scenario("spread")
     names = [s.name for s in sc.build_layers(sc.make_config(scenario))]
@@ -112,8 +112,8 @@ def rollout_only(cfg: BenchConfig, layers: int, native: bool) -> float:
 
 def training(cfg: BenchConfig, layers: int, native: bool, steps: int) -> float:
     """Full training (process backend): env steps per second of the DPPO loop, start-up excluded."""
-    from hdppo.engine.trainer import RunSpec, Trainer
     from hdppo.engine.config import resolve_overrides
+    from hdppo.engine.trainer import RunSpec, Trainer
     from hdppo.team.scenario import load_scenario
     train, scenario = _train_config(cfg, layers, native, cfg.workers)
     train["steps"] = str(steps)

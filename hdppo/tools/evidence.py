@@ -15,14 +15,15 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from hdppo.stats import seeds_ci
 from hdppo.engine.metrics import read_csv
+from hdppo.stats import seeds_ci
 
 
 @dataclass

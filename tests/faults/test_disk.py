@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import cli
 from fault_helpers import GRID, assert_consistent
+
 from hdppo.engine import commit as commit_mod
 from hdppo.engine.commit import list_commits
 

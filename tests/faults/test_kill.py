@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from fault_helpers import GRID, assert_consistent, launch, wait_for
-from hdppo.engine.checkpoint import load_checkpoint
+
 from hdppo.cli import main
+from hdppo.engine.checkpoint import load_checkpoint
 from hdppo.engine.commit import list_commits, open_commit
 
 STEPS = 8000
@@ -30,10 +30,10 @@ def committed_versions(run: Path) -> dict[str, int]:
 
 def assert_resumes_exactly(run: Path) -> int:
     """What a resume of `run` restores equals its newest commit, tensor for tensor; returns the commit."""
-    from hdppo.evaluate import load_run_config
-    from hdppo.engine.server import ParameterServer
     from hdppo.engine.config import train_config_from_dict
+    from hdppo.engine.server import ParameterServer
     from hdppo.engine.trainer import RunSpec, Trainer
+    from hdppo.evaluate import load_run_config
     config = load_run_config(run)
     tc = train_config_from_dict(config["train"])
     t = Trainer(RunSpec(config["scenario"], config["scenario_overrides"], tc, config["layers"], {}, run), resume=True)
@@ -99,6 +99,7 @@ def test_a_kill_then_resume_never_moves_a_layer_back(tmp_path):
     may go back (the old trainer re-created such layers from random weights but kept its step count)."""
     import subprocess
     import sys
+
     from fault_helpers import column
     run, log = tmp_path / "run", tmp_path / "train.log"
     proc = launch(["train", *GRID, "--backend", "inline", "--workers", "2", "--steps", "8000", "log_every=1",

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from fault_helpers import GRID, assert_consistent, launch, wait_for
+
 from hdppo.cli import main
 from hdppo.engine.commit import list_commits, open_commit
 

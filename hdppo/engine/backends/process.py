@@ -9,10 +9,10 @@ import traceback
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from hdppo.errors import HdppoError
-from hdppo.engine.params import SharedGrads, SharedParams
-from hdppo.engine.messages import GradResult, WorkerSpec
 from hdppo.engine.backends import Backend, WorkerError, apply_counters
+from hdppo.engine.messages import GradResult, WorkerSpec
+from hdppo.engine.params import SharedGrads, SharedParams
+from hdppo.errors import HdppoError
 
 START_TIMEOUT_S = 300.0
 

@@ -36,12 +36,12 @@ from typing import Any
 
 import ray
 
-from hdppo.errors import HdppoError
-from hdppo.engine.config import train_config_from_dict
-from hdppo.engine.messages import GradResult, WorkerSpec
 from hdppo.engine.backends import Backend, WorkerError
 from hdppo.engine.backends.ray_actor import WORKER_ENV, WorkerActor
 from hdppo.engine.backends.ray_params import INLINE_BYTES, INLINE_TOTAL_BYTES, ActorParams, ParamBoard, RayParams
+from hdppo.engine.config import train_config_from_dict
+from hdppo.engine.messages import GradResult, WorkerSpec
+from hdppo.errors import HdppoError
 
 __all__ = ["RayBackend", "RayParams", "ParamBoard", "ActorParams", "WorkerActor", "INLINE_BYTES",
            "INLINE_TOTAL_BYTES", "LOST"]

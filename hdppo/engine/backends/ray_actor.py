@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import ray
 
-from hdppo.errors import HdppoError
+from hdppo.engine.backends.ray_params import ActorParams
 from hdppo.engine.messages import WorkerSpec
 from hdppo.engine.worker import Worker
-from hdppo.engine.backends.ray_params import ActorParams
+from hdppo.errors import HdppoError
 
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
               "NUMEXPR_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
