@@ -130,7 +130,8 @@ def _sim(env: Any) -> Any:
     if not (hasattr(env, "goal_features") and hasattr(env, "last_pick")):
         raise ScenarioError(f"the warehouse's goal hooks read the simulator's state, but ctx.env is a "
                             f"{type(env).__name__}", "step the warehouse through its batched env "
-                            "(Scenario.batched_env, the default); with hdppo.load, pass sim=env.batch to team.act", where="scenario 'warehouse'")
+                            "(Scenario.batched_env, the default); with hdppo.load, pass sim=env.batch to team.act",
+                            where="scenario 'warehouse'")
     return env
 
 

@@ -30,7 +30,8 @@ def make_run(out: Path, scenario: str, overrides: dict[str, str] | None = None, 
     for k, info in enumerate(hier.info):
         if info.name in layers:
             policy = build_policy(info, tc.layers[info.name], 100 + k)
-            save_checkpoint(out / "checkpoints" / info.name, module_state(policy), policy_meta(info, tc.layers[info.name]))
+            save_checkpoint(out / "checkpoints" / info.name, module_state(policy),
+                            policy_meta(info, tc.layers[info.name]))
     hier.close()
     config = {"scenario": scenario, "scenario_name": sc.name, "scenario_overrides": overrides,
               "train": train_config_to_dict(tc), "layers": layers, "frozen": {}, "layer_names": names}

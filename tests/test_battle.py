@@ -48,7 +48,7 @@ def test_squads_of_nine_formed_by_position_at_every_reset():
     pol = [uniform_policy(inf, seed=i) for i, inf in enumerate(h.info)]
     rng = np.random.default_rng(0)
     checked = 0
-    for step in range(400):
+    for _ in range(400):
         fresh = h.t == 0
         for e in np.flatnonzero(fresh):
             pos = h.env.obs[e][:, [X, Y]]

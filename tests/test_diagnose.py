@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
-from cli_helpers import cli
 
 from hdppo.cli import main
 from hdppo.runfolder import load_run_config
 from hdppo.tools.diagnose import coverage, pca2, run_workers, sample_states
+
+from cli_helpers import cli
 
 
 def test_pca_finds_the_spread_direction():

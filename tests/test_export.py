@@ -9,15 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from cli_helpers import cli
-from runtime_helpers import make_run, team_actions
 
 import hdppo
 from hdppo.runtime.export import actor_module, export_team
 
+from cli_helpers import cli
+from runtime_helpers import make_run, team_actions
+
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {"skirmish": ({"max_steps": "40"}, {"roles": True}), "warehouse": ({"max_steps": "40"}, {}),
-         "spread": ({"max_cycles": "30"}, {"centralized": True}), "battle": ({"map_size": "20", "max_cycles": "30"}, {}),
+         "spread": ({"max_cycles": "30"}, {"centralized": True}),
+         "battle": ({"map_size": "20", "max_cycles": "30"}, {}),
          "grid": ({}, {"roles": True}),
          str(ROOT / "examples" / "scenarios" / "adversary.py"): ({}, {})}     # Box goals, use_state, opponents
 

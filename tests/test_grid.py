@@ -5,7 +5,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-from batch_helpers import assert_copies_match
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 from hdppo.scenarios.grid import (
@@ -22,6 +21,8 @@ from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import Decision, HierarchyEnv
 from hdppo.team.scenario import LayerContext, load_scenario
 from hdppo.team.vecenv import PettingZooBatch
+
+from batch_helpers import assert_copies_match
 
 PENALTY = GridConfig().step_penalty
 

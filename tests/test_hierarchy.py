@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scripted_env import make_scenario, reward_of
 
 from hdppo.team import aggregate as agg
 from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import HierarchyEnv
+
+from scripted_env import make_scenario, reward_of
 
 
 def run_episode(hier: HierarchyEnv, policy=None):
@@ -41,7 +42,6 @@ def reference(cfg, gamma):
     squads = [list(range(s * size, (s + 1) * size)) for s in range(U // size)]
     units_of = {"low": [[u] for u in range(U)], "mid": squads, "high": [list(range(U))]}
     interval = {"low": 1, "mid": cfg.mid_interval, "high": cfg.high_interval}
-    children = {"high": [[s] for s in range(len(squads))], "mid": [[u] for u in range(U)]}
 
     def alive(units, t):       # alive at the start of step t
         return any(t <= death[u] for u in units)

@@ -46,7 +46,8 @@ def params_of(run: Path, layer: str) -> dict[str, np.ndarray]:
 def run_files(run: Path) -> set[str]:
     """The run's files; commits/NNNNNN/ as commits/N/ (how many commits a run writes depends on its
     wall time), and checkpoints/ (a symlink to the newest commit) followed."""
-    files = {re.sub(r"events\.out\.tfevents\..*", "events", re.sub(r"^commits/\d+/", "commits/N/", str(p.relative_to(run))))
+    files = {re.sub(r"events\.out\.tfevents\..*", "events",
+                    re.sub(r"^commits/\d+/", "commits/N/", str(p.relative_to(run))))
              for p in run.rglob("*") if p.is_file()}
     newest = (run / "checkpoints").resolve()
     return files | {f"checkpoints/{p.relative_to(newest)}" for p in newest.rglob("*") if p.is_file()}

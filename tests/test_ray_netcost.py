@@ -25,7 +25,7 @@ def test_computed_bytes_match_the_servers_and_what_a_worker_ships(scenario):
     sc = load_scenario(scenario)
     names = [c.layer for c in layer_costs(scenario, None, SMALL)]
     tc, _ = resolve_overrides({k: str(v) for k, v in SMALL.items()}, names, set())
-    for i, info in enumerate(layer_infos(sc, sc.make_config(), tc.seed)):
+    for info in layer_infos(sc, sc.make_config(), tc.seed):
         c, m = costs[info.name], got[info.name]
         assert ParameterServer(info, tc.layers[info.name], seed=0).n_params == c.params == m["params"]
         assert c.param_bytes == 4 * c.params == m["grad_nbytes"]

@@ -6,15 +6,17 @@ The kill/SIGTERM/hang/disk-full faults run in real processes in tests/faults/.""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_helpers import cli
 
 from hdppo.engine.checkpoint import load_checkpoint
+
+from cli_helpers import cli
 
 
 def list_commits(run: Path) -> list[int]:
@@ -176,7 +178,7 @@ def test_resume_cuts_metrics_written_after_the_commit(three_layer_run, tmp_path,
         steps = column(run, layer, "step")
         versions = column(run, layer, "version")
         assert steps == sorted(set(steps)), layer              # no step twice, never backwards
-        assert all(a < b for a, b in zip(versions, versions[1:])), layer
+        assert all(a < b for a, b in itertools.pairwise(versions)), layer
 
 
 # ---- 7. resume keeps the rollout phase -----------------------------------------------------------

@@ -6,7 +6,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from batch_helpers import assert_copies_match
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 from hdppo.errors import ScenarioError
@@ -20,6 +19,8 @@ from hdppo.scenarios.skirmish import (
     _Layout,
     scripted_low,
 )
+
+from batch_helpers import assert_copies_match
 
 CFG = SkirmishConfig()
 U = CFG.n_squads * CFG.squad_size

@@ -13,7 +13,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-from batch_helpers import assert_copies_match
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 from hdppo.errors import ScenarioError
@@ -30,6 +29,8 @@ from hdppo.scenarios.warehouse import (
 from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import Decision, HierarchyEnv
 from hdppo.team.scenario import LayerContext, load_scenario
+
+from batch_helpers import assert_copies_match
 
 STAY, UP, DOWN, LEFT, RIGHT = range(5)
 

@@ -344,7 +344,7 @@ def load_optimizer_state(
             f"{[len(g['params']) for g in current]}; {fix}"
         )
     groups = []
-    for g, (s, c) in enumerate(zip(saved, current)):
+    for s, c in zip(saved, current):
         group = {}
         for key, value in s.items():
             if isinstance(value, dict) and "__tensor__" in value:

@@ -124,7 +124,8 @@ def manifest(team: Team, models: dict[str, str], source: dict[str, Any]) -> dict
             entry["max_children"] = info.max_children
         if loaded is not None:
             head = loaded.module.head
-            entry["model"] = {"file": models.get(info.name), "inputs": ["obs"] + (["role"] if loaded.roles is not None else []),
+            entry["model"] = {"file": models.get(info.name),
+                              "inputs": ["obs"] + (["role"] if loaded.roles is not None else []),
                               "output": "mean" if hasattr(head, "mean") else "logits",
                               "roles": None if loaded.roles is None else [int(r) for r in loaded.roles],
                               "log_std": (head.log_std.detach().numpy().tolist() if hasattr(head, "log_std") else None),

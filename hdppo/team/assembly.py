@@ -21,7 +21,8 @@ def make_env_and_graph(scenario: Scenario, cfg: Any, n_envs: int, seed: int | No
     agents = list(probe.possible_agents)
     probe.close()
     opp = scenario.opponents
-    opponents = [] if opp is None else list(_call(lambda: opp.agents(agents), "opponents.agents(possible_agents)", where))
+    opponents = [] if opp is None else list(_call(lambda: opp.agents(agents),
+                                                  "opponents.agents(possible_agents)", where))
     graph = build_graph(scenario, cfg, agents, opponents, specs)   # before the adapter indexes agents by leaf
     controller = None if opp is None else (lambda i, e: opp.controller(cfg, e))
     env = PettingZooBatch(lambda: scenario.env(cfg), graph.units, n_envs, controller)

@@ -137,7 +137,8 @@ class _Recorder:
                 self.note("spaces", f"layer {info.name!r}: obs width {obs.shape[1]} != {info.obs_dim}")
         late = d.mask & ((d.t % info.interval) != 0)[:, None]
         if late.any():
-            self.note("intervals", f"layer {info.name!r} decided at t={d.t[np.argwhere(late)[0][0]]}, interval {info.interval}")
+            self.note("intervals",
+                      f"layer {info.name!r} decided at t={d.t[np.argwhere(late)[0][0]]}, interval {info.interval}")
         dead = d.mask & ~hier.slot_alive(d.layer)
         if d.layer == len(hier.info) - 1:
             dead |= d.mask & ~hier.env.alive
@@ -175,7 +176,8 @@ class _Recorder:
                 want = np.array([units[m].sum() for m in members])
                 if not np.allclose(got, want, rtol=1e-4, atol=1e-4):
                     j = int(np.argmax(np.abs(got - want)))
-                    self.note("rewards", f"layer {name!r} node {hier.info[[i.name for i in hier.info].index(name)].nodes[j]!r}:"
+                    node = hier.info[[i.name for i in hier.info].index(name)].nodes[j]
+                    self.note("rewards", f"layer {name!r} node {node!r}:"
                                          f" episode reward {got[j]:.6g} != its units' env rewards {want[j]:.6g}")
 
 

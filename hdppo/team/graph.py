@@ -226,7 +226,8 @@ class AgentGraph:
             agents = set(env_agents)
             for u in self.units:
                 if u not in agents:
-                    raise GraphError(f"leaf {u!r} is not an agent of the env (agents: {sorted(map(str, agents))[:8]}...)",
+                    raise GraphError(f"leaf {u!r} is not an agent of the env "
+                                     f"(agents: {sorted(map(str, agents))[:8]}...)",
                                      "leaves must be the env's possible_agents; rename the node")
             covered = set(self.units) | set(opponents)
             for a in env_agents:
@@ -242,7 +243,7 @@ class AgentGraph:
 def _infer_layers(graph: nx.DiGraph) -> list[str]:
     """Layer names top to bottom from the edges: a parent's layer is above its child's."""
     names: dict[str, int] = {}
-    for node, data in graph.nodes(data=True):
+    for _, data in graph.nodes(data=True):
         if "layer" in data:
             names.setdefault(data["layer"], 0)
     h = nx.DiGraph()

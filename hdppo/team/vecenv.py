@@ -64,7 +64,7 @@ class BatchedEnv(ABC):
         """Scenario metrics of a copy whose episode just ended (e.g. win), read before its reset."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: an env that holds nothing to release keeps this no-op
         pass
 
 

@@ -202,7 +202,8 @@ def markdown(r: dict[str, Any], cfg: BenchConfig, command: str) -> str:
         rows.append((f"RLlib {_ray_version()} PPO training, MPE2, {cfg.workers} env runners", r["rllib"]))
     lines = [f"Command: `{command}`", "", f"Native rows: best of {cfg.repeats} interleaved runs.", "",
              f"Settings: N={cfg.n_agents} agents, max_cycles={cfg.max_cycles}, {cfg.workers} workers x "
-             f"{cfg.envs_per_worker} env copies, rollout {cfg.rollout} (batch {cfg.rollout * cfg.envs_per_worker * cfg.workers}"
+             f"{cfg.envs_per_worker} env copies, rollout {cfg.rollout} "
+             f"(batch {cfg.rollout * cfg.envs_per_worker * cfg.workers}"
              f" env steps per low-layer update), {cfg.epochs} epochs x {cfg.minibatches} minibatches.", "",
              "| measurement | env steps/s |", "|---|---:|"]
     lines += [f"| {name} | {value:,.0f} |" for name, value in rows]

@@ -70,7 +70,8 @@ def train_all(plan: EvidencePlan, log: Callable[[str], None] = print) -> None:
                 log(f"reuse  {run} (finished)")
                 continue
             if run.exists():
-                raise SystemExit(f"{run} holds an unfinished run; remove it or finish it with `hdppo train --resume {run}`")
+                raise SystemExit(f"{run} holds an unfinished run; "
+                                 f"remove it or finish it with `hdppo train --resume {run}`")
             run.parent.mkdir(parents=True, exist_ok=True)
             log(f"train  {shlex.join(cmd)}")
             t0 = time.perf_counter()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from cli_helpers import cli
 
 BAD = [

@@ -5,6 +5,7 @@ commit it resumed, and the update counts of an uninterrupted run (exactly: sync 
 rollout phase)."""
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -12,11 +13,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from fault_helpers import GRID, assert_consistent, launch, wait_for
 
 from hdppo.cli import main
 from hdppo.engine.checkpoint import load_checkpoint
 from hdppo.engine.commit import list_commits, open_commit
+
+from fault_helpers import GRID, assert_consistent, launch, wait_for
 
 STEPS = 8000
 RUN = [*GRID, "--backend", "inline", "--workers", "2", "checkpoint_seconds=1", "checkpoint_every=4"]
@@ -80,7 +82,7 @@ def test_twenty_kills_lose_nothing(tmp_path, capsys):
             first = True                                      # killed before its first commit: start it again
             import shutil
             shutil.rmtree(run, ignore_errors=True)
-    for before, after in zip(versions, versions[1:]):         # the newest commit never moves back
+    for before, after in itertools.pairwise(versions):         # the newest commit never moves back
         assert all(after.get(k, 0) >= v for k, v in before.items()), (before, after)
     rc = main(["train", "--resume", str(run)])
     assert rc == 0, capsys.readouterr().err

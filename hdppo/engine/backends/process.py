@@ -162,7 +162,8 @@ class ProcessBackend(Backend):
         p = self._procs[w]
         p.join(timeout=1.0)
         return WorkerError(f"worker {w} (pid {p.pid}) died with exit code {p.exitcode} during "
-                           f"{self._busy.get(w, 'a call')}", "look for an out-of-memory kill or a crash in the scenario")
+                           f"{self._busy.get(w, 'a call')}",
+                           "look for an out-of-memory kill or a crash in the scenario")
 
     def close(self) -> None:
         for conn in self._conns:
