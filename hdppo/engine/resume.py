@@ -111,7 +111,7 @@ def metrics_rows(run: Path) -> dict[str, int]:
 def truncate_metrics(run: Path, rows: dict[str, int]) -> dict[str, int]:
     """Cut every metrics CSV back to the rows a commit recorded; a CSV the commit did not know is
     removed. Returns the rows dropped per file."""
-    dropped = {}
+    dropped: dict[str, int] = {}
     folder = run / "metrics"
     if not folder.is_dir():
         return dropped

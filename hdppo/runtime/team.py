@@ -165,7 +165,9 @@ class Team:
         out: dict[str, dict[str, Any]] = {}
         for i in range(1, self.hier.n_layers):
             info = self.hier.info[i]
-            goals = self.hier.goals[i][0]
+            layer_goals = self.hier.goals[i]
+            assert layer_goals is not None           # every layer below the top receives goals
+            goals = layer_goals[0]
             out[info.name] = {str(n): _plain(goals[k]) for k, n in enumerate(info.nodes)}
         return out
 
@@ -187,6 +189,7 @@ class Team:
         return self._actors[d.layer](d)
 
     def _unit_actions(self) -> dict[str, Any]:
+        assert self.env.actions is not None           # hier.step gave the units' actions to the env
         acts = self.env.actions[0]
         out = {}
         for i, unit in enumerate(self.units):

@@ -38,9 +38,10 @@ class BatchParallelEnv(ParallelEnv):
         return self.batch.action_space
 
     def _infos(self, agents: Sequence[str]) -> dict:
-        if not self.mask_in_infos:
+        mask = self.batch.action_mask
+        if not self.mask_in_infos or mask is None:
             return {a: {} for a in agents}
-        return {a: {"action_mask": self.batch.action_mask[0, self._index[a]].astype(np.int8)} for a in agents}
+        return {a: {"action_mask": mask[0, self._index[a]].astype(np.int8)} for a in agents}
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         self.batch.reset(seed)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -79,7 +80,7 @@ def run_check(target: str, overrides: dict[str, Any] | None = None, episodes: in
     from hdppo.team.layer_view import LayerView
     for name in names:
         _api_test(report, f"layer view {name!r} passes parallel_api_test",
-                  lambda name=name: LayerView(scenario, name, cfg, seed=seed), max(api_cycles // 4, 20))
+                  functools.partial(LayerView, scenario, name, cfg, seed=seed), max(api_cycles // 4, 20))
     return report
 
 
@@ -135,6 +136,7 @@ class _Recorder:
                                     f"[{space.low[col]}, {space.high[col]}]")
             if obs.shape[1] != info.obs_dim:
                 self.note("spaces", f"layer {info.name!r}: obs width {obs.shape[1]} != {info.obs_dim}")
+        assert d.t is not None                         # HierarchyEnv stamps each decision with its copies' steps
         late = d.mask & ((d.t % info.interval) != 0)[:, None]
         if late.any():
             self.note("intervals",

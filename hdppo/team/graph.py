@@ -92,7 +92,7 @@ class AgentGraph:
             layer = names[-2 - i]
             if size < 1:
                 raise GraphError(f"group size {size} is not positive", "use sizes >= 1")
-            parents = []
+            parents: list[Node] = []
             for j in range(0, len(level), size):
                 p = f"{layer}_{j // size}"
                 g.add_node(p, layer=layer)

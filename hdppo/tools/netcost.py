@@ -132,6 +132,7 @@ def measured_costs(scenario: str, scenario_overrides: dict | None = None,
     got: dict[str, dict[str, int]] = {}
     try:
         for rt in worker.layers:
+            assert rt.policy is not None                  # every layer is trained here (trained=names)
             worker.params.publish(rt.info.name, 0, rt.lc.ent_coef, flat_params(rt.policy))
         for _ in range(max_collects):
             result = worker.collect()
@@ -139,7 +140,9 @@ def measured_costs(scenario: str, scenario_overrides: dict | None = None,
                 if name in got:
                     continue
                 rt = worker.by_name[name]
+                assert rt.policy is not None
                 grad = worker.gradient(name, 0, 0)
+                assert grad.grad is not None                  # a due layer has a batch, so a gradient
                 version, batch = worker.experience(name)
                 batch_bytes = sum(getattr(batch, k).nbytes for k in
                                   ("obs", "actions", "logp", "values", "advantages", "returns", "action_mask",

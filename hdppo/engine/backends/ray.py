@@ -70,7 +70,7 @@ class RayBackend(Backend):
         self.max_restarts = int(max_restarts)
         self.restarts = [0] * self.n_workers
         self.restart_log: list[dict[str, Any]] = []
-        self.params = RayParams()
+        self.params: RayParams = RayParams()
         self.node_ids: list[str] = [""] * self.n_workers   # where each worker's actor runs
         self.pids: list[int] = [0] * self.n_workers
         self._specs = [_portable(spec) for spec in specs]

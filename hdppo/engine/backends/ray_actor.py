@@ -52,6 +52,7 @@ class WorkerActor:
         return ("ok", {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()})
 
     def counters(self) -> dict[str, int]:
+        assert self.worker is not None            # asked only after ready() reported a started worker
         return {rt.info.name: rt.buffer.env_steps for rt in self.worker.layers if rt.trained}
 
     def call(self, method: str, args: tuple, meta: list, *flats: np.ndarray) -> tuple:
