@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     import ray
+
     from hdppo.integrations.rllib import rllib_ppo_config
 
     ray.init(num_cpus=max(args.num_cpus, args.env_runners + 1), include_dashboard=False, log_to_driver=False)

@@ -13,6 +13,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 from types import CodeType, ModuleType
+from typing import Any
 
 MOVED: dict[str, str] = {
     "hdppo.scenario": "hdppo.team.scenario",
@@ -83,7 +84,7 @@ class _Alias(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path=None, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if not fullname.startswith("hdppo."):
             return None
         moved = new_path(fullname)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from hdppo.engine.checkpoint import CheckpointError
 from hdppo.errors import HdppoError
@@ -12,6 +12,7 @@ from hdppo.errors import HdppoError
 def _cmd_scenarios(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
+
     from hdppo.team.scenario import load_scenario, scenario_names
     table = Table(title="hdppo scenarios")
     table.add_column("name")
@@ -28,9 +29,8 @@ def _cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    from hdppo.overrides import load_yaml, parse_assignments
     from hdppo.team.check import print_report, run_check
-    from hdppo.overrides import parse_assignments
-    from hdppo.overrides import load_yaml
     overrides = load_yaml(args.config) if args.config else {}
     overrides.update(parse_assignments(args.overrides))
     report = run_check(args.scenario, overrides, episodes=args.episodes,
@@ -77,11 +77,12 @@ def _train_spec(args: argparse.Namespace):
 def _resume_spec(args: argparse.Namespace):
     """The RunSpec of `--resume RUN`: everything from RUN/config.json, only --steps may change."""
     from pathlib import Path
-    from hdppo.overrides import coerce
-    from hdppo.errors import ConfigError
-    from hdppo.runfolder import load_run_config, resolve_scenario
+
     from hdppo.engine.config import check_train_config, train_config_from_dict
     from hdppo.engine.spec import RunSpec
+    from hdppo.errors import ConfigError
+    from hdppo.overrides import coerce
+    from hdppo.runfolder import load_run_config, resolve_scenario
     given = [f"the scenario {args.scenario!r}"] if args.scenario else []
     given += [f"{a!r}" for a in args.overrides or []]
     given += [f"--{flag}" for flag in ("seed", "workers", "backend", "schedule", "address", "config", "out", "load")
@@ -105,7 +106,9 @@ def _resume_spec(args: argparse.Namespace):
 
 def _cmd_train(args: argparse.Namespace) -> int:
     import signal
+
     from rich.console import Console
+
     from hdppo.engine.trainer import RunInterrupted, Trainer
     console = Console()
     reinit = tuple(n.strip() for item in args.reinit or [] for n in item.split(",") if n.strip())
@@ -158,10 +161,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     import json
+
     from rich.console import Console
     from rich.table import Table
-    from hdppo.overrides import parse_assignments
+
     from hdppo.evaluate import evaluate, format_ci, save_eval
+    from hdppo.overrides import parse_assignments
     res = evaluate(args.run, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
                    overrides=parse_assignments(args.overrides), allow_untrained=args.allow_untrained)
     path = save_eval(args.run, res)
@@ -200,6 +205,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
+
     from hdppo.runtime.export import export_team
     out = Path(args.out) if args.out else Path(args.run) / "export"
     path = export_team(args.run, out, args.format, args.opset)
@@ -223,10 +229,11 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     if args.ablate:
         from pathlib import Path
-        from hdppo.tools.ablate import ablate
-        from hdppo.tools.diagnose import run_workers
+
         from hdppo.errors import ConfigError
         from hdppo.runfolder import load_run_config
+        from hdppo.tools.ablate import ablate
+        from hdppo.tools.diagnose import run_workers
         config = load_run_config(args.run)
         workers = run_workers(args.run, config)
         steps = args.ablate_steps or min(int(config["train"]["steps"]), 100_000)
@@ -246,8 +253,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     import dataclasses
     import shlex
     from pathlib import Path
-    from hdppo.tools.bench import BenchConfig, markdown, run_benchmark
+
     from hdppo.overrides import apply_overrides, parse_assignments
+    from hdppo.tools.bench import BenchConfig, markdown, run_benchmark
     cfg = apply_overrides(BenchConfig(), parse_assignments(args.overrides), what="bench config")
     if args.no_rllib:
         cfg = dataclasses.replace(cfg, rllib=False)
@@ -282,19 +290,22 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("overrides", nargs="*", help="key=value: training keys (steps, envs_per_worker, ...), layer keys "
                    "for all layers (lr, rollout, mode, sync, ...) or LAYER.key, or scenario config keys")
     t.add_argument("--layer", default="all", help="layers to train: all, or names like low or mid,high")
-    t.add_argument("--schedule", choices=["concurrent", "bottom-up"], help="how --layer all trains (default concurrent)")
+    t.add_argument("--schedule", choices=["concurrent", "bottom-up"],
+                   help="how --layer all trains (default concurrent)")
     t.add_argument("--load", action="append", metavar="LAYER=PATH",
                    help="checkpoint for a layer: frozen if the layer is not trained, a warm start if it is")
     t.add_argument("--steps", help="env steps in all (every copy counts)")
     t.add_argument("--seed")
     t.add_argument("--workers", help="worker processes (default: about 75%% of the cores)")
     t.add_argument("--backend", choices=["inline", "process", "ray"])
-    t.add_argument("--address", help="ray backend: join the Ray cluster at HOST:PORT (default: RAY_ADDRESS or a local Ray)")
+    t.add_argument("--address",
+                   help="ray backend: join the Ray cluster at HOST:PORT (default: RAY_ADDRESS or a local Ray)")
     t.add_argument("--config", help="YAML file of overrides (key=value arguments win)")
     t.add_argument("--out", help="run folder (default runs/SCENARIO-TIME); must be new or empty")
     t.add_argument("--resume", metavar="RUN", help="continue the run in this folder from its newest commit")
     t.add_argument("--reinit", action="append", metavar="LAYER",
-                   help="with --resume: re-create LAYER from random weights (when its checkpoint is missing or damaged)")
+                   help="with --resume: re-create LAYER from random weights "
+                        "(when its checkpoint is missing or damaged)")
     t.add_argument("--no-progress", action="store_true", help="print plain progress lines instead of a live table")
     t.add_argument("--debug", action="store_true", help="show full tracebacks")
     t.set_defaults(func=_cmd_train)
@@ -305,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--seed", type=int, default=12345)
     e.add_argument("overrides", nargs="*", help="scenario config overrides, key=value (e.g. difficulty=0.8)")
     e.add_argument("--deterministic", action="store_true", help="greedy actions instead of sampling")
-    e.add_argument("--json", action="store_true", help="print the result as JSON (it is always written to RUN/eval.json)")
+    e.add_argument("--json", action="store_true",
+                   help="print the result as JSON (it is always written to RUN/eval.json)")
     e.add_argument("--allow-untrained", action="store_true",
                    help="evaluate even when a trained layer has no checkpoint (it then plays scripted or uniformly)")
     e.add_argument("--debug", action="store_true", help="show full tracebacks")
@@ -321,7 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--debug", action="store_true", help="show full tracebacks")
     pl.set_defaults(func=_cmd_plot)
 
-    x = sub.add_parser("export", help="each trained layer's actor as ONNX (or TorchScript) plus a manifest of the hierarchy")
+    x = sub.add_parser("export",
+                       help="each trained layer's actor as ONNX (or TorchScript) plus a manifest of the hierarchy")
     x.add_argument("run", help="a run folder written by `hdppo train`")
     x.add_argument("--format", default="onnx", help="onnx (default) or torchscript")
     x.add_argument("--out", help="folder to write (default RUN/export)")

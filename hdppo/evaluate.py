@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +30,8 @@ def check_playable(run: str | Path, config: dict[str, Any], allow_untrained: boo
 def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
          envs: int = 8, overrides: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The per-episode records (returns per layer, length, scenario outcomes) of `episodes` played episodes."""
-    from hdppo.engine.params import MemoryParams
     from hdppo.engine.messages import WorkerSpec
+    from hdppo.engine.params import MemoryParams
     from hdppo.engine.worker import Worker
     config = load_run_config(run)
     frozen = team_checkpoints(run, config)

@@ -9,8 +9,9 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -77,7 +78,7 @@ def from_dict(cls: type, data: dict[str, Any], *, what: str = "config") -> Any:
 
 
 def _deep_copy(cfg: Any) -> Any:
-    if dataclasses.is_dataclass(cfg):
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
         kwargs = {f.name: _deep_copy(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
         return dataclasses.replace(cfg, **kwargs) if kwargs else cfg
     if isinstance(cfg, dict):

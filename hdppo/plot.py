@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from hdppo.errors import ConfigError
 from hdppo.engine.metrics import read_csv, scope_file
+from hdppo.errors import ConfigError
 
 NOT_METRICS = {"step", "wall_time"}
 Curve = tuple[np.ndarray, np.ndarray]

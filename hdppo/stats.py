@@ -2,7 +2,7 @@
 for multi-seed summaries. Every interval is (mean, low, high) at 95%."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

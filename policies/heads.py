@@ -10,9 +10,8 @@ is treated as unmasked, so it never yields NaN.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-
 import math
+from abc import abstractmethod
 
 import numpy as np
 import torch

@@ -18,15 +18,16 @@ The +1 reads `GridBatch.last_claim`; under another BatchedEnv only the shaping t
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from hdppo.team.batch_view import BatchParallelEnv
-from hdppo.errors import ScenarioError
 from hdppo import AgentGraph, EnvStep, Layer, LayerContext, NumpyBatch, Scenario, ScenarioConfig
+from hdppo.errors import ScenarioError
+from hdppo.team.batch_view import BatchParallelEnv
 from hdppo.team.vecenv import copy_rngs
 
 DX = np.array([0, 0, 0, -1, 1], dtype=np.int64)

@@ -2,7 +2,7 @@
 copies with the same seeds, step for step, resets included."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

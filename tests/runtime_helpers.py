@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 
 from hdppo.engine.checkpoint import module_state, save_checkpoint
-from hdppo.team.hierarchy import HierarchyEnv
-from hdppo.engine.learner import build_policy, policy_meta
-from hdppo.team.scenario import load_scenario
 from hdppo.engine.config import LayerConfig, TrainConfig, train_config_to_dict
+from hdppo.engine.learner import build_policy, policy_meta
 from hdppo.engine.worker import Worker, WorkerSpec, worker_seed
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.team.scenario import load_scenario
 
 
 def make_run(out: Path, scenario: str, overrides: dict[str, str] | None = None, layers: list[str] | None = None,
@@ -30,7 +30,8 @@ def make_run(out: Path, scenario: str, overrides: dict[str, str] | None = None, 
     for k, info in enumerate(hier.info):
         if info.name in layers:
             policy = build_policy(info, tc.layers[info.name], 100 + k)
-            save_checkpoint(out / "checkpoints" / info.name, module_state(policy), policy_meta(info, tc.layers[info.name]))
+            save_checkpoint(out / "checkpoints" / info.name, module_state(policy),
+                            policy_meta(info, tc.layers[info.name]))
     hier.close()
     config = {"scenario": scenario, "scenario_name": sc.name, "scenario_overrides": overrides,
               "train": train_config_to_dict(tc), "layers": layers, "frozen": {}, "layer_names": names}

@@ -33,11 +33,11 @@ class ScriptedEnv(ParallelEnv):
         self.t = 0
         self.agents: list[str] = []
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def observation_space(self, agent):
         return spaces.Box(-1.0, 1.0, (3,), np.float32)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def action_space(self, agent):
         return spaces.Discrete(3)
 

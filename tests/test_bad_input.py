@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import cli
 from hdppo.cli import main
+
+from cli_helpers import cli
 
 TESTS = Path(__file__).resolve().parent
 NAN_ENV = TESTS / "fixtures" / "nan_env.py"

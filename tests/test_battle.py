@@ -4,14 +4,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hdppo.errors import ScenarioError
+from hdppo.scenarios.battle import SCENARIO
+from hdppo.scenarios.battle.sim import (
+    N_ACTIONS,
+    STAY,
+    BattleBatch,
+    X,
+    Y,
+    make_parallel_env,
+    random_controller,
+    scripted_controller,
+)
 from hdppo.team.controllers import uniform_policy
 from hdppo.team.episodes import members
-from hdppo.errors import ScenarioError
 from hdppo.team.graph import spatial_groups
 from hdppo.team.hierarchy import HierarchyEnv
-from hdppo.scenarios.battle.sim import (N_ACTIONS, STAY, X, Y, BattleBatch, make_parallel_env, random_controller,
-                                     scripted_controller)
-from hdppo.scenarios.battle import SCENARIO
 
 MAP = 24        # 16 v 16
 
@@ -41,7 +49,7 @@ def test_squads_of_nine_formed_by_position_at_every_reset():
     pol = [uniform_policy(inf, seed=i) for i, inf in enumerate(h.info)]
     rng = np.random.default_rng(0)
     checked = 0
-    for step in range(400):
+    for _ in range(400):
         fresh = h.t == 0
         for e in np.flatnonzero(fresh):
             pos = h.env.obs[e][:, [X, Y]]

@@ -8,10 +8,10 @@ import warnings
 import pytest
 
 from hdppo.engine.budget import plan_budget, schedule_progress
-from hdppo.team.scenario import load_scenario
 from hdppo.engine.config import resolve_overrides
 from hdppo.engine.spec import RunSpec
 from hdppo.engine.trainer import Trainer, plan_stages
+from hdppo.team.scenario import load_scenario
 
 
 def trainer_for(scenario: str, steps: int, tmp_path, **over) -> Trainer:

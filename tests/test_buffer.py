@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from hdppo.engine.buffer import RolloutBuffer
-from hdppo.engine.params import MemoryParams
-from hdppo.team.scenario import load_scenario
 from hdppo.engine.config import resolve_overrides, train_config_to_dict
+from hdppo.engine.params import MemoryParams
 from hdppo.engine.worker import Worker, WorkerSpec
+from hdppo.team.scenario import load_scenario
 
 E, S, D = 2, 3, 4
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import cli
 from hdppo.cli import main
+
+from cli_helpers import cli
 
 TESTS = Path(__file__).resolve().parent
 BAD_GOAL_SPACE = TESTS / "scenarios_broken" / "bad_goal_space.py"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 
-from hdppo.overrides import apply_overrides, from_dict, load_yaml, parse_assignments, to_dict
 from hdppo.errors import ConfigError
+from hdppo.overrides import apply_overrides, from_dict, load_yaml, parse_assignments, to_dict
 
 
 @dataclass
@@ -25,7 +25,7 @@ class Cfg:
     x: float = 0.5
     flag: bool = False
     name: str = "a"
-    seed: Optional[int] = None
+    seed: int | None = None
     mode: Literal["gradients", "experience"] = "gradients"
     sizes: tuple[int, ...] = (64, 64)
     w_int: dict[str, float] = field(default_factory=lambda: {"mid": 0.1})
@@ -104,9 +104,9 @@ def test_unknown_nested_key_lists_nested_keys() -> None:
 
 
 def test_key_below_a_plain_value_and_too_deep_dict() -> None:
-    with pytest.raises(ConfigError, match="'n.a'"):
+    with pytest.raises(ConfigError, match=r"'n\.a'"):
         apply_overrides(Cfg(), {"n.a": "1"})
-    with pytest.raises(ConfigError, match="'w_int.low.x'"):
+    with pytest.raises(ConfigError, match=r"'w_int\.low\.x'"):
         apply_overrides(Cfg(), {"w_int.low.x": "1"})
 
 
@@ -169,7 +169,8 @@ def test_load_yaml_flattens_nested_mappings(tmp_path: Path) -> None:
     flat = load_yaml(p)
     assert flat == {"n": 6, "flag": True, "ppo.lr": 1e-3, "ppo.epochs": 2, "w_int.low": 0.25, "sizes": [8, 4]}
     cfg = apply_overrides(Cfg(), flat)
-    assert (cfg.n, cfg.flag, cfg.ppo.lr, cfg.ppo.epochs, cfg.w_int["low"], cfg.sizes) == (6, True, 1e-3, 2, 0.25, (8, 4))
+    got = (cfg.n, cfg.flag, cfg.ppo.lr, cfg.ppo.epochs, cfg.w_int["low"], cfg.sizes)
+    assert got == (6, True, 1e-3, 2, 0.25, (8, 4))
 
 
 def test_load_yaml_string_exponent_and_empty_file(tmp_path: Path) -> None:
@@ -221,7 +222,7 @@ def test_to_dict_from_dict_round_trip() -> None:
 
 
 def test_from_dict_refuses_unknown_keys() -> None:
-    with pytest.raises(ConfigError, match="'ppo.momentum'"):
+    with pytest.raises(ConfigError, match=r"'ppo\.momentum'"):
         from_dict(Cfg, {"ppo": {"momentum": 0.9}})
 
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from cli_helpers import cli
 from hdppo.cli import main
-from hdppo.tools.diagnose import coverage, pca2, run_workers, sample_states
 from hdppo.runfolder import load_run_config
+from hdppo.tools.diagnose import coverage, pca2, run_workers, sample_states
+
+from cli_helpers import cli
 
 
 def test_pca_finds_the_spread_direction():
@@ -47,6 +48,7 @@ def test_ablate_retrains_with_k_of_n_workers_data(tmp_path):
     import json
     import subprocess
     import sys
+
     from hdppo.engine.metrics import read_csv
     run = tmp_path / "run"
     base = [sys.executable, "-m", "hdppo.cli"]

@@ -95,14 +95,14 @@ def resolve(name: str) -> str | None:
                 if _static_has(spec, parts[j + 1:]):
                     return None
                 return f"{'.'.join(parts[j + 1:])} is not defined in {child} (read from its source: {exc})"
-            except Exception as exc:  # noqa: BLE001 - any failure to import is the answer to report
+            except Exception as exc:
                 return f"importing {child} raised {type(exc).__name__}: {exc}"
             continue
         try:
             obj = getattr(obj, attr)
         except AttributeError:
             return f"{prefix} has no attribute {attr!r}"
-        except Exception as exc:  # noqa: BLE001 - a lazy attribute whose module fails to import
+        except Exception as exc:
             return f"{child} raised {type(exc).__name__}: {exc}"
     return None
 

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from hdppo.engine.checkpoint import load_checkpoint, save_checkpoint
-from hdppo.engine.params import MemoryParams
-from hdppo.team.scenario import load_scenario
-from hdppo.engine.server import ParameterServer, aggregation_weights
 from hdppo.engine.config import resolve_overrides, train_config_to_dict
+from hdppo.engine.params import MemoryParams
+from hdppo.engine.server import ParameterServer, aggregation_weights
 from hdppo.engine.spec import RunSpec, layer_infos
 from hdppo.engine.trainer import Trainer
 from hdppo.engine.worker import GradResult, Worker, WorkerSpec
+from hdppo.team.scenario import load_scenario
 
 GRID_LAYERS = ["high", "mid", "low"]
 LOW_ON_GOALS = {"w_ext.low": "0", "w_int.low": "1", "lr": "1e-3", "rollout": "16", "progress": "false"}
@@ -259,8 +259,9 @@ def test_centralized_critic_and_role_embeddings_train(tmp_path):
     """What the options do when the workers act: the critic reads the other slots of the env copy and
     the actor does not; role embeddings tell apart slots with the same observation; training moves them."""
     import torch
-    from hdppo.team.interfaces import Decision
+
     from hdppo.engine.learner import flat_params
+    from hdppo.team.interfaces import Decision
     t = train(tmp_path / "run", GRID_LAYERS, steps=1200, workers=1, envs_per_worker=2, backend="inline",
               seed=0, centralized="true", roles="true", rollout=16, progress="false")
     policies = _trained_policies(t.out, t.tc)

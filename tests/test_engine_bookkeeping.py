@@ -7,16 +7,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hdppo.team import hierarchy
 from hdppo.engine import worker as worker_mod
+from hdppo.engine.config import resolve_overrides, train_config_to_dict
 from hdppo.engine.metrics import read_csv, scope_file
 from hdppo.engine.params import MemoryParams
-from hdppo.team.scenario import load_scenario
 from hdppo.engine.server import ParameterServer
-from hdppo.engine.config import resolve_overrides, train_config_to_dict
 from hdppo.engine.spec import RunSpec
 from hdppo.engine.trainer import Trainer
 from hdppo.engine.worker import Worker, WorkerSpec
+from hdppo.team import hierarchy
+from hdppo.team.scenario import load_scenario
 
 GRID = ["high", "mid", "low"]
 QUIET = {"progress": "false", "backend": "inline", "workers": "1", "envs_per_worker": "2"}

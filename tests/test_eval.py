@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_helpers import cli
 from hdppo.cli import main
 from hdppo.stats import mean_ci, outcome_ci, rate_ci, seeds_ci
+
+from cli_helpers import cli
 from runtime_helpers import make_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +53,7 @@ def test_seed_interval_is_across_seeds_not_pooled_episodes():
     """Three seeds that disagree: pooling 3 x 200 episodes would claim a narrow interval; across seeds it is wide."""
     seeds = [[1.0] * 180 + [0.0] * 20, [1.0] * 100 + [0.0] * 100, [1.0] * 20 + [0.0] * 180]
     m, lo, hi = seeds_ci(seeds)
-    pooled = outcome_ci(sum(seeds, []))
+    pooled = outcome_ci([x for seed in seeds for x in seed])
     assert m == pytest.approx(0.5) and lo == 0.0 and hi == 1.0           # t with 2 dof over means .9 .5 .1
     assert pooled[2] - pooled[1] < 0.1
     assert seeds_ci([[0.0] * 20]) == rate_ci(0, 20)                      # one seed: its episodes

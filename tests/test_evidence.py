@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hdppo.tools.evidence import EvidencePlan, Variant, finished, main, mean_curve, outcome_curve, steps_to_reach
 from hdppo.engine.metrics import MetricsSink
+from hdppo.tools.evidence import EvidencePlan, Variant, finished, main, mean_curve, outcome_curve, steps_to_reach
 
 
 def _fake_run(path: Path, steps: list[int], wins: list[float], episodes: list[int]) -> Path:
@@ -53,7 +53,8 @@ def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path, 
         assert v["eval"][1] <= v["eval"][0] <= v["eval"][2]
         assert f"--out {run}" in v["commands"][0]
     text = (tmp_path / "docs" / "grid.md").read_text()
-    assert f"Reproduce with `python examples/evidence/grid.py --write {tmp_path / 'docs'} --variant two=layers=2`" in text
+    docs = tmp_path / "docs"
+    assert f"Reproduce with `python examples/evidence/grid.py --write {docs} --variant two=layers=2`" in text
     assert "3-layer (`layers=3`)" in text and "flat (`layers=1`)" in text and "![success curves](grid.png)" in text
     png = (tmp_path / "docs" / "grid.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

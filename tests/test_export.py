@@ -11,13 +11,15 @@ import pytest
 import torch
 
 import hdppo
-from cli_helpers import cli
 from hdppo.runtime.export import actor_module, export_team
+
+from cli_helpers import cli
 from runtime_helpers import make_run, team_actions
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {"skirmish": ({"max_steps": "40"}, {"roles": True}), "warehouse": ({"max_steps": "40"}, {}),
-         "spread": ({"max_cycles": "30"}, {"centralized": True}), "battle": ({"map_size": "20", "max_cycles": "30"}, {}),
+         "spread": ({"max_cycles": "30"}, {"centralized": True}),
+         "battle": ({"map_size": "20", "max_cycles": "30"}, {}),
          "grid": ({}, {"roles": True}),
          str(ROOT / "examples" / "scenarios" / "adversary.py"): ({}, {})}     # Box goals, use_state, opponents
 

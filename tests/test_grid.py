@@ -7,12 +7,21 @@ import numpy as np
 import pytest
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
+from hdppo.scenarios.grid import (
+    SCENARIO,
+    GridBatch,
+    GridConfig,
+    GridParallelEnv,
+    greedy_low,
+    low_intrinsic,
+    unit_goal_features,
+    unit_goal_success,
+)
 from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import Decision, HierarchyEnv
 from hdppo.team.scenario import LayerContext, load_scenario
 from hdppo.team.vecenv import PettingZooBatch
-from hdppo.scenarios.grid import (SCENARIO, GridBatch, GridConfig, GridParallelEnv, greedy_low, low_intrinsic,
-                            unit_goal_features, unit_goal_success)
+
 from batch_helpers import assert_copies_match
 
 PENALTY = GridConfig().step_penalty

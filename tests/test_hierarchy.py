@@ -7,6 +7,7 @@ import pytest
 from hdppo.team import aggregate as agg
 from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import HierarchyEnv
+
 from scripted_env import make_scenario, reward_of
 
 
@@ -41,7 +42,6 @@ def reference(cfg, gamma):
     squads = [list(range(s * size, (s + 1) * size)) for s in range(U // size)]
     units_of = {"low": [[u] for u in range(U)], "mid": squads, "high": [list(range(U))]}
     interval = {"low": 1, "mid": cfg.mid_interval, "high": cfg.high_interval}
-    children = {"high": [[s] for s in range(len(squads))], "mid": [[u] for u in range(U)]}
 
     def alive(units, t):       # alive at the start of step t
         return any(t <= death[u] for u in units)
@@ -274,6 +274,7 @@ def test_many_copies_equal_single_copies():
 def test_spatial_groups_are_recomputed_at_every_reset():
     """Squads formed by position at reset: each squad holds the units nearest each other."""
     import dataclasses
+
     from hdppo.team.graph import AgentGraph, spatial_groups
     from hdppo.team.scenario import load_scenario
     grid = load_scenario("grid")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from hdppo.engine.metrics import read_csv
-from hdppo.team.scenario import load_scenario
 from hdppo.engine.config import resolve_overrides
+from hdppo.engine.metrics import read_csv
 from hdppo.engine.spec import RunSpec
 from hdppo.engine.trainer import Trainer
+from hdppo.team.scenario import load_scenario
 
 SPREAD = {"n_agents": "3", "squad_size": "3", "max_cycles": "25", "layers": "1"}
 

@@ -1,4 +1,5 @@
-"""hdppo.engine.normalize: the streaming mean/variance and the semi-MDP reward normaliser, against numpy and hand loops."""
+"""hdppo.engine.normalize: the streaming mean/variance and the semi-MDP reward normaliser,
+against numpy and hand loops."""
 from __future__ import annotations
 
 import numpy as np

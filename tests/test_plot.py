@@ -75,10 +75,13 @@ def test_plot_unknown_metric_lists_the_valid_ones(tmp_path, capsys):
 
 
 def test_seeds_of_one_config_are_averaged_with_a_band(tmp_path):
-    from hdppo.plot import band, seed_group_key
     import json
-    a = _fake_run(tmp_path / "a", 0, {"run": [{"step": 0, "wall_time": 0, "win": 0.0}, {"step": 100, "wall_time": 1, "win": 1.0}]})
-    b = _fake_run(tmp_path / "b", 1, {"run": [{"step": 0, "wall_time": 0, "win": 0.0}, {"step": 100, "wall_time": 1, "win": 0.0}]})
+
+    from hdppo.plot import band, seed_group_key
+    a = _fake_run(tmp_path / "a", 0, {"run": [{"step": 0, "wall_time": 0, "win": 0.0},
+                                              {"step": 100, "wall_time": 1, "win": 1.0}]})
+    b = _fake_run(tmp_path / "b", 1, {"run": [{"step": 0, "wall_time": 0, "win": 0.0},
+                                              {"step": 100, "wall_time": 1, "win": 0.0}]})
     ka, kb = (seed_group_key(json.loads((r / "config.json").read_text())) for r in (a, b))
     assert ka == kb
     x = np.array([0.0, 100.0])

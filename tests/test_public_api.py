@@ -41,7 +41,7 @@ def test_an_old_module_path_is_the_moved_module_itself(old: str) -> None:
 
 
 def test_old_submodule_paths_and_from_imports_work() -> None:
-    from hdppo.backends.inline import InlineBackend        # a module under a moved package
+    from hdppo.backends.inline import InlineBackend  # a module under a moved package
     from hdppo.engine.backends.inline import InlineBackend as new
     assert InlineBackend is new
     assert _legacy.new_path("hdppo.backends.ray") == "hdppo.engine.backends.ray"

@@ -17,11 +17,11 @@ ray = pytest.importorskip("ray")
 
 from hdppo.engine.backends import WorkerError  # noqa: E402
 from hdppo.engine.checkpoint import load_checkpoint  # noqa: E402
-from hdppo.team.scenario import load_scenario  # noqa: E402
 from hdppo.engine.config import resolve_overrides, train_config_to_dict  # noqa: E402
 from hdppo.engine.spec import RunSpec  # noqa: E402
 from hdppo.engine.trainer import Trainer  # noqa: E402
 from hdppo.engine.worker import WorkerSpec  # noqa: E402
+from hdppo.team.scenario import load_scenario  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 NAN_ENV = TESTS / "fixtures" / "nan_env.py"
@@ -47,7 +47,8 @@ def params_of(run: Path, layer: str) -> dict[str, np.ndarray]:
 def run_files(run: Path) -> set[str]:
     """The run's files; commits/NNNNNN/ as commits/N/ (how many commits a run writes depends on its
     wall time), and checkpoints/ (a symlink to the newest commit) followed."""
-    files = {re.sub(r"events\.out\.tfevents\..*", "events", re.sub(r"^commits/\d+/", "commits/N/", str(p.relative_to(run))))
+    files = {re.sub(r"events\.out\.tfevents\..*", "events",
+                    re.sub(r"^commits/\d+/", "commits/N/", str(p.relative_to(run))))
              for p in run.rglob("*") if p.is_file()}
     newest = (run / "checkpoints").resolve()
     return files | {f"checkpoints/{p.relative_to(newest)}" for p in newest.rglob("*") if p.is_file()}

@@ -21,11 +21,11 @@ import hdppo.engine.trainer  # noqa: E402
 from hdppo.engine.backends import WorkerError  # noqa: E402
 from hdppo.engine.backends.ray import RayBackend  # noqa: E402
 from hdppo.engine.checkpoint import load_checkpoint  # noqa: E402
-from hdppo.team.scenario import load_scenario  # noqa: E402
 from hdppo.engine.config import resolve_overrides, train_config_to_dict  # noqa: E402
 from hdppo.engine.spec import RunSpec  # noqa: E402
 from hdppo.engine.trainer import Trainer  # noqa: E402
 from hdppo.engine.worker import WorkerSpec  # noqa: E402
+from hdppo.team.scenario import load_scenario  # noqa: E402
 
 # The failing_env fixture with a commander over two units (`layers=2`): an env copy kills its process
 # at step `at` (`fail=exit`): every time when `marker` is "", else only the first copy to create it.

@@ -7,10 +7,10 @@ import pickle
 import numpy as np
 import pytest
 
-from hdppo.tools.netcost import layer_costs, measured_costs, table
-from hdppo.engine.server import ParameterServer
 from hdppo.engine.config import resolve_overrides
+from hdppo.engine.server import ParameterServer
 from hdppo.engine.trainer import layer_infos
+from hdppo.tools.netcost import layer_costs, measured_costs, table
 
 SMALL = {"envs_per_worker": 2, "rollout": 40, "epochs": 2, "minibatches": 3}   # 40: a multiple of every interval
 
@@ -25,7 +25,7 @@ def test_computed_bytes_match_the_servers_and_what_a_worker_ships(scenario):
     sc = load_scenario(scenario)
     names = [c.layer for c in layer_costs(scenario, None, SMALL)]
     tc, _ = resolve_overrides({k: str(v) for k, v in SMALL.items()}, names, set())
-    for i, info in enumerate(layer_infos(sc, sc.make_config(), tc.seed)):
+    for info in layer_infos(sc, sc.make_config(), tc.seed):
         c, m = costs[info.name], got[info.name]
         assert ParameterServer(info, tc.layers[info.name], seed=0).n_params == c.params == m["params"]
         assert c.param_bytes == 4 * c.params == m["grad_nbytes"]
@@ -56,8 +56,8 @@ def test_bytes_of_a_box_action_layer():
     """A continuous action costs 4 bytes per dimension, a discrete one 8 (int64)."""
     import gymnasium as gym
 
-    from hdppo.tools.netcost import row_bytes
     from hdppo.engine.config import LayerConfig
+    from hdppo.tools.netcost import row_bytes
 
     class Info:
         obs_dim, name = 10, "low"

@@ -1,13 +1,13 @@
 """Rendering: scenario envs draw RGB frames; `hdppo render` writes a team's episode with squads and goals."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
-from cli_helpers import cli
 from hdppo.runtime.render import Canvas, Overlay, Scene, team_overlay
 from hdppo.team.scenario import load_scenario
+
+from cli_helpers import cli
 from runtime_helpers import make_run
 
 
@@ -27,7 +27,8 @@ def test_engine_envs_render_with_their_own_renderer(name, overrides):
     """spread (MPE2) and battle (MAgent2) take render_mode in their make_env and draw themselves."""
     import importlib
     sc = load_scenario(name)
-    env = importlib.import_module(f"hdppo.scenarios.{name}").make_env(sc.make_config(overrides), render_mode="rgb_array")
+    module = importlib.import_module(f"hdppo.scenarios.{name}")
+    env = module.make_env(sc.make_config(overrides), render_mode="rgb_array")
     env.reset(seed=0)
     frame = env.render()
     env.close()

@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("ray.rllib")
 
-from hdppo.team.hierarchy import HierarchyEnv  # noqa: E402
-from hdppo.integrations.rllib import HierarchyMultiAgentEnv, policy_mapping_fn, rllib_ppo_config  # noqa: E402
-from hdppo.team.scenario import load_scenario  # noqa: E402
+from hdppo.integrations.rllib import HierarchyMultiAgentEnv, policy_mapping_fn, rllib_ppo_config
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.team.scenario import load_scenario
 
 SEED = 5
 OVERRIDES = {"layers": 3}          # spread: high (interval 10) -> 2 mid squads (5) -> 6 units (1), 50 steps

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hdppo.team.hierarchy import HierarchyEnv
-from hdppo.engine.params import MemoryParams
-from hdppo.team.scenario import load_scenario
 from hdppo.engine.config import resolve_overrides, train_config_to_dict
+from hdppo.engine.params import MemoryParams
 from hdppo.engine.worker import Worker, WorkerSpec
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.team.scenario import load_scenario
 
 GAMMA, LAM = 0.99, 0.95
 

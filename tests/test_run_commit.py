@@ -6,6 +6,7 @@ The kill/SIGTERM/hang/disk-full faults run in real processes in tests/faults/.""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -13,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_helpers import cli
 from hdppo.engine.checkpoint import load_checkpoint
+
+from cli_helpers import cli
 
 
 def list_commits(run: Path) -> list[int]:
-    from hdppo.engine.commit import list_commits as listed        # imported late: the file also runs on older hdppo
+    from hdppo.engine.commit import list_commits as listed  # imported late: the file also runs on older hdppo
     return listed(run)
 
 
@@ -176,7 +178,7 @@ def test_resume_cuts_metrics_written_after_the_commit(three_layer_run, tmp_path,
         steps = column(run, layer, "step")
         versions = column(run, layer, "version")
         assert steps == sorted(set(steps)), layer              # no step twice, never backwards
-        assert all(a < b for a, b in zip(versions, versions[1:])), layer
+        assert all(a < b for a, b in itertools.pairwise(versions)), layer
 
 
 # ---- 7. resume keeps the rollout phase -----------------------------------------------------------
@@ -242,11 +244,11 @@ def test_eval_and_load_read_the_newest_commit(three_layer_run, tmp_path, capsys)
 
 def test_resumed_servers_hold_the_commit_exactly(three_layer_run, tmp_path):
     """Weights and Adam state of every layer after a resume are bit-identical to the commit's."""
-    from hdppo.evaluate import load_run_config
-    from hdppo.engine.server import ParameterServer
     from hdppo.engine.config import train_config_from_dict
+    from hdppo.engine.server import ParameterServer
     from hdppo.engine.spec import RunSpec
     from hdppo.engine.trainer import Trainer
+    from hdppo.evaluate import load_run_config
     run = copy_run(three_layer_run, tmp_path / "run")
     config = load_run_config(run)
     tc = train_config_from_dict(config["train"])

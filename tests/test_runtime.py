@@ -1,6 +1,7 @@
 """hdppo.load / Team: a trained team acting in the caller's own loop, equal to the training path."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import hdppo
 from hdppo.errors import ConfigError, ScenarioError
 from hdppo.team.scenario import load_scenario
+
 from runtime_helpers import make_run, team_actions, worker_actions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +53,8 @@ def test_same_sampled_actions_as_the_training_worker(runs, scenario):
     assert w != worker_actions(runs[scenario], 40, seed=2, deterministic=True)
 
 
-def _plain_episode(run: Path, scenario: str, env, sim=None, opponent=None, max_steps: int = 500) -> tuple[int, hdppo.Team]:
+def _plain_episode(run: Path, scenario: str, env, sim=None, opponent=None,
+                   max_steps: int = 500) -> tuple[int, hdppo.Team]:
     """One episode of the PettingZoo env in a plain loop with team.act; returns its length."""
     team = hdppo.load(run, deterministic=True)
     obs, infos = env.reset(seed=1)
@@ -143,7 +146,7 @@ def test_bad_input_is_one_clear_error(runs, tmp_path):
     team = hdppo.load(runs["grid"])
     with pytest.raises(ConfigError, match="not a unit of this team"):
         team.act({"nobody": np.zeros(3)})
-    with pytest.raises(ConfigError, match="takes|take"):
+    with pytest.raises(ConfigError, match=r"takes|take"):
         team.act({team.units[0]: np.zeros(999)})
     team = hdppo.load(runs["warehouse"])
     sc = load_scenario("warehouse")
@@ -204,7 +207,7 @@ def test_state_is_needed_each_step_for_use_state_layers(tmp_path):
     env = sc.env(sc.make_config())
     obs, _ = env.reset(seed=0)
     team.reset()
-    with pytest.raises(ScenarioError, match="pass state=env.state()"):
+    with pytest.raises(ScenarioError, match=re.escape("pass state=env.state()")):
         team.act(obs, agents=env.agents)
     team.reset()
     acts = team.act(obs, agents=env.agents, state=env.state())

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import hdppo.team.scenario as scenario_mod
-from hdppo.team.controllers import uniform_policy
 from hdppo.errors import ScenarioError
+from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import HierarchyEnv
 from hdppo.team.scenario import Scenario, load_scenario
 

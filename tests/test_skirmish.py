@@ -9,9 +9,17 @@ import pytest
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 from hdppo.errors import ScenarioError
+from hdppo.scenarios.skirmish import (
+    SCENARIO,
+    SkirmishBatch,
+    SkirmishConfig,
+    SkirmishParallelEnv,
+    _ground,
+    _Layout,
+    scripted_low,
+)
 from hdppo.scenarios.skirmish.sim import DIRS, N_MOVES
-from hdppo.scenarios.skirmish import (SCENARIO, SkirmishBatch, SkirmishConfig, SkirmishParallelEnv, _ground, _Layout,
-                                scripted_low)
+
 from batch_helpers import assert_copies_match
 
 CFG = SkirmishConfig()

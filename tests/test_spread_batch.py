@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import hdppo.scenarios.spread.sim as spread_batch
+from hdppo.scenarios.spread.sim import SpreadBatch
 from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import HierarchyEnv
 from hdppo.team.scenario import load_scenario
-from hdppo.scenarios.spread.sim import SpreadBatch
 
 ATOL = 1e-5
 

@@ -31,7 +31,8 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "scenarios" / "__init__.py").write_text("")
     (tmp_path / "scenarios" / "line_team.py").write_text(
         (LEGACY / "line.py").read_text().replace(
-            "from __future__ import annotations\n", "from __future__ import annotations\n\nfrom scenarios._helpers import TAG\n")
+            "from __future__ import annotations\n",
+            "from __future__ import annotations\n\nfrom scenarios._helpers import TAG\n")
         + "\nSCENARIO.description = TAG\n")
     (tmp_path / "scenarios" / "_helpers.py").write_text("TAG = 'from the project helpers'\n")
     (tmp_path / "scenarios" / "spread.py").write_text(

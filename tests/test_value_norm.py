@@ -7,13 +7,13 @@ import torch
 from gymnasium import spaces
 
 from hdppo.engine.checkpoint import load_checkpoint, save_checkpoint
+from hdppo.engine.config import LayerConfig, resolve_overrides, train_config_to_dict
 from hdppo.engine.learner import Batch, flat_params, load_flat_params, minibatch_loss
 from hdppo.engine.params import MemoryParams
-from hdppo.team.scenario import load_scenario
 from hdppo.engine.server import ParameterServer
-from hdppo.engine.config import LayerConfig, resolve_overrides, train_config_to_dict
 from hdppo.engine.worker import Worker, WorkerSpec
 from hdppo.policies.mlp import ActorCritic
+from hdppo.team.scenario import load_scenario
 
 OBS = 6
 

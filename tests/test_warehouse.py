@@ -15,12 +15,21 @@ import numpy as np
 import pytest
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
-from hdppo.team.controllers import uniform_policy
 from hdppo.errors import ScenarioError
+from hdppo.scenarios.warehouse import (
+    SCENARIO,
+    WarehouseConfig,
+    WarehouseParallelEnv,
+    greedy_low,
+    low_intrinsic,
+    make_batch,
+    robot_goal_success,
+    team_goal_features,
+)
+from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import Decision, HierarchyEnv
 from hdppo.team.scenario import LayerContext, load_scenario
-from hdppo.scenarios.warehouse import (SCENARIO, WarehouseConfig, WarehouseParallelEnv, greedy_low, low_intrinsic,
-                                 make_batch, robot_goal_success, team_goal_features)
+
 from batch_helpers import assert_copies_match
 
 STAY, UP, DOWN, LEFT, RIGHT = range(5)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))      # run from a checkout without installing
 
-import hdppo  # noqa: E402
-from hdppo.scenarios.skirmish import SkirmishParallelEnv  # noqa: E402
+import hdppo
+from hdppo.scenarios.skirmish import SkirmishParallelEnv
 
 
 def play(run: str, episodes: int, overrides: dict[str, str], deterministic: bool) -> list[dict]:

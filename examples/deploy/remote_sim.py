@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))      # run from a checkout without installing
 
-import hdppo  # noqa: E402
+import hdppo
 
 
 def simulator(conn: Any, scenario: str, cfg: Any) -> None:

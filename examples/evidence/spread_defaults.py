@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hdppo.tools.evidence import finished
 from hdppo.engine.metrics import read_csv
 from hdppo.stats import seeds_ci
+from hdppo.tools.evidence import finished
 
 TASK = ["n_agents=3", "squad_size=3", "max_cycles=25", "layers=1"]
 STEPS = 300_000
@@ -77,7 +77,8 @@ def plot(groups: dict[str, list[Path]], png: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--out", default="runs/evidence/spread-defaults", help="folder of the runs (finished ones are reused)")
+    p.add_argument("--out", default="runs/evidence/spread-defaults",
+                   help="folder of the runs (finished ones are reused)")
     p.add_argument("--before", nargs="*", default=[], help="run folders of another hdppo version, shown beside")
     p.add_argument("--before-label", default="before")
     p.add_argument("--write", metavar="DIR", help="write DIR/spread-defaults.md and .png")

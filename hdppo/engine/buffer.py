@@ -58,7 +58,7 @@ class RolloutBuffer:
                 row["closed"][e[sel], s[sel]] = True
         self.open_row[closing] = -1
 
-    def take(self, lam: float, roles: np.ndarray) -> Batch:
+    def take(self, lam: float, roles: np.ndarray | None) -> Batch:
         """Closed transitions as a flat Batch; rows with open transitions move to a fresh buffer."""
         if not self.rows:
             return _empty_batch()

@@ -310,7 +310,7 @@ def optimizer_state(
                 scalars.setdefault(str(idx), {})[name] = value
     groups = []
     for g, group in enumerate(sd["param_groups"]):
-        out = {}
+        out: dict[str, Any] = {}
         for key, value in group.items():
             if isinstance(value, torch.Tensor):  # e.g. a tensor learning rate
                 tensors[f"{prefix}group.{g}.{key}"] = value.detach()
@@ -344,7 +344,7 @@ def load_optimizer_state(
             f"{[len(g['params']) for g in current]}; {fix}"
         )
     groups = []
-    for g, (s, c) in enumerate(zip(saved, current)):
+    for s, c in zip(saved, current):
         group = {}
         for key, value in s.items():
             if isinstance(value, dict) and "__tensor__" in value:
@@ -359,8 +359,8 @@ def load_optimizer_state(
     head = f"{prefix}state."
     for key, value in tensors.items():
         if key.startswith(head):
-            idx, name = key[len(head):].split(".", 1)
-            state.setdefault(int(idx), {})[name] = value.clone()
+            number, name = key[len(head):].split(".", 1)
+            state.setdefault(int(number), {})[name] = value.clone()
     for idx, entries in meta.get("scalars", {}).items():
         state.setdefault(int(idx), {}).update(entries)
     params = [p for group in opt.param_groups for p in group["params"]]

@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hdppo.overrides import apply_overrides
 from hdppo.errors import ConfigError
+from hdppo.overrides import apply_overrides
 
 
 def default_workers() -> int:
@@ -79,7 +79,8 @@ class TrainConfig:
     finetune: float = 0.0                 # bottom-up: fraction of steps for a final joint stage
     checkpoint_every: int = 20            # a run commit at least every this many updates of a layer
     checkpoint_seconds: float = 60.0      # a run commit (state + every layer) at least this often, and at the end
-    worker_timeout: float = 300.0         # seconds a worker call may take (scaled by the work asked) before it counts as hung
+    worker_timeout: float = 300.0         # seconds a worker call may take (scaled by the work asked)
+                                          # before it counts as hung
     log_every: float = 5.0                # seconds between metric rows
     progress: bool = True
     device: str = "cpu"                   # where servers train in experience mode

@@ -27,13 +27,13 @@ def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
     return 0.5 * kl(p, m) + 0.5 * kl(q, m)
 
 
-def action_divergence(hists: list[np.ndarray]) -> float:
+def action_divergence(hists: list[np.ndarray | None]) -> float:
     """Mean JS divergence of each worker's action histogram to the pooled histogram."""
-    hists = [h for h in hists if h is not None]
-    if len(hists) < 2:
+    present = [h for h in hists if h is not None]
+    if len(present) < 2:
         return float("nan")
-    pooled = np.mean(hists, axis=0)
-    return float(np.mean([js_divergence(h, pooled) for h in hists]))
+    pooled = np.mean(present, axis=0)
+    return float(np.mean([js_divergence(h, pooled) for h in present]))
 
 
 def mean_ci(values: list[float], n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:

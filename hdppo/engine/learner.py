@@ -6,17 +6,20 @@ experience mode runs the same function on the server over the workers' batches.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
-from hdppo.policies.factory import PolicySpec, make_policy
-
+from hdppo.engine.config import LayerConfig
 from hdppo.engine.messages import LayerInfo
 from hdppo.engine.ppo import PPOLossTerms, ppo_loss
-from hdppo.engine.config import LayerConfig
+from hdppo.policies.factory import PolicySpec, make_policy
+
+if TYPE_CHECKING:
+    from hdppo.policies.mlp import ActorCritic
 
 BATCH_KEYS = ("obs", "actions", "logp", "values", "advantages", "returns", "action_mask", "roles", "critic_obs")
 
@@ -98,20 +101,20 @@ class Batch:
     def __len__(self) -> int:
         return int(self.obs.shape[0])
 
-    def take(self, idx: np.ndarray) -> "Batch":
-        kw = {k: (None if getattr(self, k) is None else getattr(self, k)[idx]) for k in BATCH_KEYS}
+    def take(self, idx: np.ndarray) -> Batch:
+        kw: dict[str, Any] = {k: (None if getattr(self, k) is None else getattr(self, k)[idx]) for k in BATCH_KEYS}
         return Batch(**kw)
 
     @staticmethod
-    def concat(batches: list["Batch"]) -> "Batch":
-        kw = {}
+    def concat(batches: list[Batch]) -> Batch:
+        kw: dict[str, Any] = {}
         for k in BATCH_KEYS:
             parts = [getattr(b, k) for b in batches]
             kw[k] = None if parts[0] is None else np.concatenate(parts)
         return Batch(**kw)
 
 
-def minibatch_loss(policy: nn.Module, mb: Batch, lc: LayerConfig, ent_coef: float) -> PPOLossTerms:
+def minibatch_loss(policy: ActorCritic, mb: Batch, lc: LayerConfig, ent_coef: float) -> PPOLossTerms:
     """The PPO loss of a minibatch under the current parameters (with gradients). With value_norm the
     value loss compares values and returns in the critic's standardised units."""
     logp, entropy, values = policy.evaluate(mb.obs, mb.actions, mask=mb.action_mask, roles=mb.roles,

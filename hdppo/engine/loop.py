@@ -57,7 +57,7 @@ class StageLoop:
         self.rounds: dict[str, int] = {}
         self.since_commit: dict[str, int] = {n: 0 for n in self.order}     # updates since the last run commit
         self.last_commit = time.monotonic()
-        for name, s in servers.items():
+        for name in servers:
             self.publish(name)
 
     def stage_target(self) -> int:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from hdppo.engine.commit import COMMITS, Commit, CommitError, commit_name, damaged, list_commits, open_commit
 from hdppo.errors import ConfigError
@@ -110,7 +111,7 @@ def metrics_rows(run: Path) -> dict[str, int]:
 def truncate_metrics(run: Path, rows: dict[str, int]) -> dict[str, int]:
     """Cut every metrics CSV back to the rows a commit recorded; a CSV the commit did not know is
     removed. Returns the rows dropped per file."""
-    dropped = {}
+    dropped: dict[str, int] = {}
     folder = run / "metrics"
     if not folder.is_dir():
         return dropped

@@ -1,8 +1,9 @@
 """What a stage loop reads and advances, without the trainer: stages, counters, the run's hooks."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from hdppo.engine.config import TrainConfig
 from hdppo.engine.messages import LayerInfo

@@ -8,18 +8,28 @@ Experience mode: `train` runs the PPO epochs here on the workers' transitions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from hdppo.engine.checkpoint import load_module_state, load_optimizer_state, module_state, optimizer_state
-from hdppo.engine.messages import LayerInfo
-from hdppo.engine.learner import (Batch, build_policy, flat_params, minibatch_loss, minibatches, policy_meta,
-                      set_flat_grad)
+from hdppo.engine.config import LayerConfig
+from hdppo.engine.learner import (
+    Batch,
+    build_policy,
+    flat_params,
+    minibatch_loss,
+    minibatches,
+    policy_meta,
+    set_flat_grad,
+)
+from hdppo.engine.messages import GradResult, LayerInfo
 from hdppo.engine.normalize import RunningMeanStd
 from hdppo.engine.ppo import linear_schedule
-from hdppo.engine.config import LayerConfig
-from hdppo.engine.messages import GradResult
+
+if TYPE_CHECKING:
+    from hdppo.policies.mlp import ActorCritic
 
 
 def aggregation_weights(kind: str, counts: np.ndarray, returns: np.ndarray) -> np.ndarray:
@@ -64,7 +74,7 @@ class ParameterServer:
         self.info, self.lc = info, lc
         self.name = info.name
         self.device = torch.device(device)
-        self.policy = build_policy(info, lc, seed).to(self.device)
+        self.policy: ActorCritic = build_policy(info, lc, seed).to(self.device)
         trainable = [p for p in self.policy.parameters() if p.requires_grad]
         self.optimizer = torch.optim.Adam(trainable, lr=lc.lr, eps=1e-5, fused=True)
         self.returns = RunningMeanStd()             # value_norm: the statistics of the value targets
@@ -108,7 +118,7 @@ class ParameterServer:
         self.stats.stat_versions += 1
 
     # ---- gradients mode ----------------------------------------------------------------------
-    def apply(self, grads: list[GradResult]) -> dict[str, float]:
+    def apply(self, grads: list[GradResult]) -> dict[str, Any]:
         """Aggregate one minibatch gradient per worker (sync) and step; returns diagnostics."""
         live = [g for g in grads if g.n > 0 and g.grad is not None]
         if not live:
@@ -121,8 +131,8 @@ class ParameterServer:
         for wi, g in zip(w, live):
             agg += wi * g.grad
         agg = agg.astype(np.float32)
-        out = self._step(agg)
-        cos = [cosine(g.grad, agg) for g in live]
+        out: dict[str, Any] = self._step(agg)       # floats, and per_worker_cosine {worker: cosine}
+        cos = [cosine(g.grad, agg) for g in live if g.grad is not None]   # every live one has a gradient
         out["grad_cosine_mean"] = float(np.nanmean(cos)) if len(cos) else float("nan")
         out["grad_cosine_min"] = float(np.nanmin(cos)) if len(cos) else float("nan")
         out["per_worker_cosine"] = {g.worker: c for g, c in zip(live, cos)}
@@ -217,5 +227,6 @@ def _to_device(b: Batch, device: torch.device) -> Batch:
     if device.type == "cpu":
         return b
     from hdppo.engine.learner import BATCH_KEYS
-    kw = {k: (None if getattr(b, k) is None else torch.as_tensor(getattr(b, k), device=device)) for k in BATCH_KEYS}
+    kw: dict[str, Any] = {k: (None if getattr(b, k) is None else torch.as_tensor(getattr(b, k), device=device))
+                          for k in BATCH_KEYS}
     return Batch(**kw)

@@ -3,7 +3,7 @@ stream, so several workers (or teams) in one process stay independent and reprod
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 

@@ -14,21 +14,19 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-
 from hdppo.engine.backends import make_backend
 from hdppo.engine.budget import StageBudget, plan_budget, starved
 from hdppo.engine.checkpoint import CheckpointError, check_compatible, load_checkpoint
 from hdppo.engine.commit import Commit, point_checkpoints, recover, write_commit
-from hdppo.errors import ConfigError, HdppoError
+from hdppo.engine.config import TrainConfig, check_train_config, train_config_to_dict
 from hdppo.engine.loop import StageLoop
-from hdppo.engine.run_state import RunState, Stage
+from hdppo.engine.messages import WorkerSpec
 from hdppo.engine.metrics import MetricsSink
 from hdppo.engine.resume import choose_commit, metrics_rows, truncate_metrics
+from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.server import ParameterServer
 from hdppo.engine.spec import RunSpec, layer_infos  # noqa: F401  (RunSpec's old home)
-from hdppo.engine.config import TrainConfig, check_train_config, train_config_to_dict
-from hdppo.engine.messages import WorkerSpec
-
+from hdppo.errors import ConfigError, HdppoError
 
 WORK_UNIT = 16 * 256          # env steps per copy x copies of a default collect: worker_timeout covers this much
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
@@ -348,7 +346,8 @@ class Trainer:
         at the same env steps as an uninterrupted one (the partial rollouts' data is not kept)."""
         out = []
         for steps in self.state["worker_steps"]:
-            out.append({name: int(steps) % self.tc.layers[name].rollout_steps(self.infos[self.names.index(name)].interval)
+            interval = {i.name: i.interval for i in self.infos}
+            out.append({name: int(steps) % self.tc.layers[name].rollout_steps(interval[name])
                         for name in stage.trained})
         return out
 

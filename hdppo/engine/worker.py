@@ -7,23 +7,33 @@ its transitions (experience mode). It never imports Ray; every backend drives th
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from hdppo.engine.buffer import RolloutBuffer
-from hdppo.team.controllers import scripted_policy, uniform_policy
+from hdppo.engine.config import LayerConfig, TrainConfig, train_config_from_dict
+from hdppo.engine.learner import (
+    Batch,
+    action_histogram,
+    build_policy,
+    critic_obs,
+    flat_grad,
+    load_flat_params,
+    load_policy,
+    minibatch_loss,
+    minibatches,
+)
 from hdppo.engine.messages import CollectResult, Decision, GradResult, LayerInfo, StepResult, WorkerSpec
-from hdppo.team.hierarchy import HierarchyEnv
-from hdppo.engine.learner import (Batch, action_histogram, build_policy, critic_obs, flat_grad, load_flat_params,
-                      load_policy, minibatch_loss, minibatches)
 from hdppo.engine.normalize import RewardNormalizer
 from hdppo.engine.params import ParamStore
 from hdppo.engine.torch_stream import TorchStream
+from hdppo.team.controllers import scripted_policy, uniform_policy
+from hdppo.team.hierarchy import HierarchyEnv
 from hdppo.team.scenario import load_scenario
-from hdppo.engine.config import LayerConfig, TrainConfig, train_config_from_dict
 
 EPISODE_SCALARS = ("length", "team_return")
 
@@ -47,6 +57,17 @@ class _LayerRuntime:
         self.batch_version = -1
         self.perms: list[list[np.ndarray]] | None = None
         self.roles = info.slot_roles if lc.roles else None
+
+    @property
+    def net(self) -> Any:
+        """The trained layer's actor-critic (only trained layers have one)."""
+        assert self.policy is not None, f"layer {self.info.name!r} is not trained here"
+        return self.policy
+
+    def act_fixed(self, d: Decision) -> np.ndarray:
+        """The untrained layer's fixed controller (a frozen checkpoint, scripted or uniform)."""
+        assert self.fixed is not None, f"layer {self.info.name!r} is trained here"
+        return self.fixed(d)
 
 
 class Worker:
@@ -105,8 +126,8 @@ class Worker:
     def _act(self, d: Decision) -> np.ndarray:
         rt = self.layers[d.layer]
         if not rt.trained:
-            return rt.fixed(d)
-        a, logp, v, crit = self._sample(rt.policy, d, rt.roles, rt.lc.centralized)
+            return rt.act_fixed(d)
+        a, logp, v, crit = self._sample(rt.net, d, rt.roles, rt.lc.centralized)
         rt.buffer.add(d.obs, d.mask, a, logp, v, d.action_mask, crit)
         return _to_space(a, rt.info.action_space)
 
@@ -123,7 +144,9 @@ class Worker:
             discounts = step.discount.copy()
             if step.truncated.any():
                 rewards = rewards.copy()
-                rewards[step.truncated] += discounts[step.truncated] * self._bootstrap(rt, step.final_obs, step.truncated)
+                assert step.final_obs is not None         # the hierarchy gives it with every truncation
+                tail = self._bootstrap(rt, step.final_obs, step.truncated)
+                rewards[step.truncated] += discounts[step.truncated] * tail
                 discounts[step.truncated] = 0.0
             rt.buffer.close(step.closed, rewards, discounts, raw)
 
@@ -135,7 +158,7 @@ class Worker:
         if rt.lc.centralized:
             crit = torch.from_numpy(critic_obs(final_obs, which)[e, s])
         with torch.no_grad():
-            v = rt.policy.value(torch.from_numpy(np.ascontiguousarray(final_obs[e, s], dtype=np.float32)),
+            v = rt.net.value(torch.from_numpy(np.ascontiguousarray(final_obs[e, s], dtype=np.float32)),
                                 roles=roles, critic_obs=crit)
         return v.numpy()
 
@@ -148,7 +171,7 @@ class Worker:
             got = self.params.read(rt.info.name, rt.version)
             if got is not None:
                 rt.version, rt.ent_coef, flat = got
-                load_flat_params(rt.policy, flat)
+                load_flat_params(rt.net, flat)
 
     def collect(self) -> CollectResult:
         """Step the envs until at least one trained layer's rollout is due; prepare those batches.
@@ -206,6 +229,7 @@ class Worker:
 
     def _batch_stats(self, rt: _LayerRuntime) -> dict:
         b = rt.batch
+        assert b is not None, "stats of a batch before it was taken"
         s = dict(b.stats)
         if len(b):
             s["return_moments"] = (len(b), float(b.returns.mean()), float(b.returns.var()))
@@ -226,16 +250,17 @@ class Worker:
         idx = rt.perms[epoch][mb]
         if len(idx) == 0:
             return GradResult(layer, self.id, rt.version, 0, None, {})
-        rt.policy.zero_grad(set_to_none=True)
-        terms = minibatch_loss(rt.policy, b.take(idx), rt.lc, rt.ent_coef)
+        rt.net.zero_grad(set_to_none=True)
+        terms = minibatch_loss(rt.net, b.take(idx), rt.lc, rt.ent_coef)
         terms.loss.backward()
         stats = terms.scalars()
         stats["raw_reward_mean"] = b.stats["raw_reward_mean"]
-        return GradResult(layer, self.id, rt.version, len(idx), flat_grad(rt.policy), stats)
+        return GradResult(layer, self.id, rt.version, len(idx), flat_grad(rt.net), stats)
 
     def experience(self, layer: str) -> tuple[int, Batch]:
         """This worker's batch of a layer and the parameter version that collected it."""
         rt = self.by_name[layer]
+        assert rt.batch is not None, f"layer {layer!r} was not due in the last collect"
         return rt.batch_version, rt.batch
 
     def close(self) -> None:

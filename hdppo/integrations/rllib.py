@@ -62,6 +62,7 @@ Not covered
 from __future__ import annotations
 
 import warnings
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
@@ -129,7 +130,7 @@ class HierarchyMultiAgentEnv(MultiAgentEnv):
         if self.hier.env.action_mask is not None:
             warnings.warn(f"scenario {self.scenario.name!r} gives action masks; the RLlib env ignores them "
                           "(RLlib may pick masked unit actions)", stacklevel=2)
-        self._gen = None
+        self._gen: Generator[Decision | None, np.ndarray | None, StepResult] | None = None
         self._pending: Decision | None = None
         self._deciding: list[str] = []
         self._done = True
@@ -202,6 +203,7 @@ class HierarchyMultiAgentEnv(MultiAgentEnv):
                     self._done, self._pending, self._deciding = True, None, []
                     return out
                 continue
+            assert d is not None                   # step_iter() without pause yields only decisions
             if d.mask[0].any():
                 self._pending = d
                 self._deciding = [self._ids[d.layer][s] for s in np.flatnonzero(d.mask[0])]
@@ -217,6 +219,7 @@ class HierarchyMultiAgentEnv(MultiAgentEnv):
                 if step.terminal[0, s]:
                     out["terminated"].append(aid)
                 elif step.truncated[0, s]:
+                    assert step.final_obs is not None      # a truncated transition carries its final obs
                     out["truncated"].append(aid)
                     out["final_obs"][aid] = np.asarray(step.final_obs[0, s], dtype=np.float32).copy()
                     info["truncated"] = True
@@ -271,8 +274,8 @@ def rllib_ppo_config(scenario: str | Scenario, overrides: dict | None = None, *,
     register_env(env_name, _make_env)
     specs = {inf.name: RLModuleSpec(observation_space=inf.obs_space, action_space=inf.action_space)
              for inf in infos}
-    training = dict(train_batch_size_per_learner=1000, minibatch_size=128, num_epochs=4, lr=3e-4, gamma=gamma,
-                    lambda_=0.95, vf_clip_param=1e4)
+    training: dict[str, Any] = dict(train_batch_size_per_learner=1000, minibatch_size=128, num_epochs=4, lr=3e-4,
+                                    gamma=gamma, lambda_=0.95, vf_clip_param=1e4)
     training.update(ppo_kwargs)
     config = (
         PPOConfig()

@@ -6,19 +6,23 @@ centralized critic (or any critic) is never run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from hdppo.team.interfaces import Decision, LayerInfo
 from hdppo.runtime.action_space import to_space
+from hdppo.team.interfaces import Decision, LayerInfo
+
+if TYPE_CHECKING:
+    from hdppo.policies.mlp import ActorCritic
 
 
 @dataclass
 class LoadedPolicy:
     """A layer's checkpointed actor-critic and what acting with it needs."""
 
-    module: torch.nn.Module
+    module: ActorCritic
     roles: np.ndarray | None          # [S] role per slot, None without role embeddings
     meta: dict
     path: str

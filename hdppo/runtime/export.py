@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -14,6 +14,9 @@ from torch import nn
 
 from hdppo.errors import ConfigError
 from hdppo.runtime.team import Team
+
+if TYPE_CHECKING:
+    from hdppo.policies.mlp import ActorCritic
 
 MANIFEST = "manifest.json"
 FORMAT = "hdppo-team-export"
@@ -24,7 +27,7 @@ OPSET = 18
 class ExportActor(nn.Module):
     """A layer's actor alone: obs [B, D] -> logits [B, A] (Discrete, MultiDiscrete) or mean [B, d] (Box)."""
 
-    def __init__(self, policy: nn.Module) -> None:
+    def __init__(self, policy: ActorCritic) -> None:
         super().__init__()
         self.body = policy.actor_body
         self.out = policy.head.mean if hasattr(policy.head, "mean") else policy.head.linear
@@ -36,7 +39,7 @@ class ExportActor(nn.Module):
 class RoleActor(nn.Module):
     """An actor with role embeddings: obs [B, D], role [B] int64 -> logits or mean."""
 
-    def __init__(self, policy: nn.Module) -> None:
+    def __init__(self, policy: ActorCritic) -> None:
         super().__init__()
         self.roles = policy.actor_roles
         self.body = policy.actor_body
@@ -46,7 +49,7 @@ class RoleActor(nn.Module):
         return self.out(self.body(torch.cat([obs, self.roles(role)], dim=-1)))
 
 
-def actor_module(policy: nn.Module) -> nn.Module:
+def actor_module(policy: ActorCritic) -> nn.Module:
     """The exportable actor of a checkpointed ActorCritic (critic dropped)."""
     return (RoleActor(policy) if policy.n_roles > 0 else ExportActor(policy)).eval()
 
@@ -74,7 +77,9 @@ def observation_layout(team: Team, i: int) -> list[dict[str, Any]]:
     hier, spec, info = team.hier, team.hier.specs[i], team.hier.info[i]
     bottom = i == hier.n_layers - 1
     feat = int(info.feature_space.shape[0])
-    state = int(hier.env.state_space.shape[0]) if spec.use_state else 0
+    state_space = hier.env.state_space      # never None for a use_state layer (HierarchyEnv refuses that)
+    state = int(state_space.shape[0]) if spec.use_state and state_space is not None else 0
+    parts: list[dict[str, Any]]
     if bottom:
         parts = [{"part": "env_observation", "size": feat - state,
                   "how": "the unit's env observation, flattened (zero-padded to the largest unit's)"}]
@@ -90,7 +95,9 @@ def observation_layout(team: Team, i: int) -> list[dict[str, Any]]:
         how = (f"scenario hook goal_features of layer {parent.name!r}: {_hook(parent.goal_features)}"
                if parent.goal_features is not None else
                "one-hot of the goal" if isinstance(parent.goal_space, gym.spaces.Discrete) else "the goal vector")
-        parts.append({"part": "goal_features", "size": int(info.goal_feature_space.shape[0]), "how": how})
+        goal_features = info.goal_feature_space
+        assert goal_features is not None        # every layer below the top receives goals
+        parts.append({"part": "goal_features", "size": int(goal_features.shape[0]), "how": how})
     if info.choice == "per_child":
         below = int(hier.info[i + 1].feature_space.shape[0])
         parts.append({"part": "child_features", "size": below, "how": "child j's own features (no goal)"})
@@ -102,7 +109,9 @@ def observation_layout(team: Team, i: int) -> list[dict[str, Any]]:
 def children(team: Team, i: int) -> dict[str, list[str]]:
     """The children of each node of upper layer i (at export; spatial grouping redoes the squads per episode)."""
     hier = team.hier
-    idx, struct = hier.idx[i][0], hier.struct[i][0]
+    layer_idx, layer_struct = hier.idx[i], hier.struct[i]
+    assert layer_idx is not None and layer_struct is not None     # an upper layer has children
+    idx, struct = layer_idx[0], layer_struct[0]
     below = [str(n) for n in hier.info[i + 1].nodes]
     return {str(n): [below[idx[k, c]] for c in range(idx.shape[1]) if struct[k, c]]
             for k, n in enumerate(hier.info[i].nodes)}
@@ -124,7 +133,8 @@ def manifest(team: Team, models: dict[str, str], source: dict[str, Any]) -> dict
             entry["max_children"] = info.max_children
         if loaded is not None:
             head = loaded.module.head
-            entry["model"] = {"file": models.get(info.name), "inputs": ["obs"] + (["role"] if loaded.roles is not None else []),
+            entry["model"] = {"file": models.get(info.name),
+                              "inputs": ["obs"] + (["role"] if loaded.roles is not None else []),
                               "output": "mean" if hasattr(head, "mean") else "logits",
                               "roles": None if loaded.roles is None else [int(r) for r in loaded.roles],
                               "log_std": (head.log_std.detach().numpy().tolist() if hasattr(head, "log_std") else None),
@@ -132,7 +142,7 @@ def manifest(team: Team, models: dict[str, str], source: dict[str, Any]) -> dict
         layers.append(entry)
     spatial = hier.graph.spatial
     return {"format": FORMAT, "version": VERSION, **source, "scenario_config": _jsonable(team.cfg),
-            "units": team.units, "opponents": list(hier.env.opponents),
+            "units": team.units, "opponents": list(team.env.opponents),
             "unit_action_mask": hier.env.action_mask is not None,
             "spatial_group_size": None if spatial is None else spatial.group_size,
             "gamma": hier.gamma, "layers": layers,

@@ -12,8 +12,9 @@ looked up on the `sim` object the caller passes (for example the scenario's own 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -41,7 +42,7 @@ def probe_spaces(scenario: Any, cfg: Any, specs: list) -> UnitSpaces:
     from hdppo.team.assembly import make_env_and_graph
     env, graph = make_env_and_graph(scenario, cfg, 1, None, specs)
     try:
-        units = list(graph.units)
+        units = cast(list[str], list(graph.units))   # the leaves, checked to be the env's agent names
         opponents = list(getattr(env, "opponents", []))
         raw_obs: dict[str, gym.Space] = {}
         raw_action: dict[str, gym.Space] = {}
@@ -106,7 +107,7 @@ class HostEnv(BatchedEnv):
             if mask is None and isinstance(info, Mapping):
                 mask = info.get("action_mask")
             self.obs[0, i] = self._flat(unit, ob)
-            if self.action_mask is not None:
+            if self.action_mask is not None and self.spaces.mask_base is not None:   # both set, or neither
                 base = self.spaces.mask_base[i]
                 self.action_mask[0, i] = base if mask is None else (np.asarray(mask, bool).reshape(-1) & base)
         was = self.alive[0].copy()
@@ -155,7 +156,7 @@ class HostEnv(BatchedEnv):
         self.actions = np.array(actions, copy=True)
         U = len(self.units)
         return EnvStep(np.zeros((1, U), np.float32), np.zeros((1, U), bool), np.zeros((1, U), bool),
-                       ~self.alive.any(axis=1))
+                       np.asarray(~self.alive.any(axis=1)))
 
     def state(self) -> np.ndarray:
         if self._state is not None:

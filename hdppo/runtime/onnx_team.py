@@ -17,9 +17,9 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo.errors import ConfigError
-from hdppo.team.interfaces import Decision, LayerInfo
 from hdppo.runtime.action_space import pick, to_space
 from hdppo.runtime.team import LayerPolicy, Team
+from hdppo.team.interfaces import Decision, LayerInfo
 
 
 @dataclass
@@ -78,7 +78,11 @@ class OnnxTeam(Team):
             mask = None if d.action_mask is None else np.asarray(d.action_mask).reshape(E * S, -1)
             rng = None if self.deterministic else self._np_rng
             if isinstance(space, gym.spaces.Box):
-                a = out if rng is None else out + np.exp(loaded.log_std) * rng.standard_normal(out.shape)
+                if rng is None:
+                    a = out
+                else:
+                    assert loaded.log_std is not None    # export writes log_std for every Box head
+                    a = out + np.exp(loaded.log_std) * rng.standard_normal(out.shape)
             elif isinstance(space, gym.spaces.MultiDiscrete):
                 nvec = np.asarray(space.nvec).reshape(-1)
                 cuts = np.cumsum(nvec)[:-1]

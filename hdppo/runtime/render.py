@@ -7,13 +7,17 @@ where a goal has no place), and its env's `render()` draws `scene(self)` for ren
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from hdppo.errors import ConfigError
+
+if TYPE_CHECKING:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 SQUAD_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#bcbd22", "#8c564b", "#e377c2", "#7f7f7f"]
 
@@ -51,7 +55,7 @@ class Canvas:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         self.fig = plt.figure(figsize=(pixels / 80, pixels / 80), dpi=80)
-        self.ax = self.fig.add_axes([0, 0, 1, 0.93])
+        self.ax = self.fig.add_axes((0, 0, 1, 0.93))
 
     def draw(self, scene: Scene, overlay: Overlay | None = None) -> np.ndarray:
         ax = self.ax
@@ -79,10 +83,10 @@ class Canvas:
                 ax.scatter([tx], [ty], marker="x", s=25, c=[colour[u]], zorder=3)
         if overlay is not None and overlay.squad_targets is not None:
             for g, members in enumerate(groups):
-                live = [u for u in members if scene.alive[u]]
-                if not live or g >= len(overlay.squad_targets) or not np.isfinite(overlay.squad_targets[g]).all():
+                living = [u for u in members if scene.alive[u]]
+                if not living or g >= len(overlay.squad_targets) or not np.isfinite(overlay.squad_targets[g]).all():
                     continue
-                cx, cy = scene.units[live].mean(axis=0)
+                cx, cy = scene.units[living].mean(axis=0)
                 tx, ty = overlay.squad_targets[g]
                 c = SQUAD_COLOURS[g % len(SQUAD_COLOURS)]
                 ax.plot([cx, tx], [cy, ty], color=c, linewidth=2.0, zorder=4)
@@ -97,7 +101,8 @@ class Canvas:
                        edgecolors="black", linewidths=0.5, zorder=6)
         self.fig.suptitle(scene.title, fontsize=8, y=0.99)
         self.fig.canvas.draw()
-        return np.asarray(self.fig.canvas.buffer_rgba())[..., :3].copy()
+        canvas = cast("FigureCanvasAgg", self.fig.canvas)      # matplotlib.use("Agg") above
+        return np.asarray(canvas.buffer_rgba())[..., :3].copy()
 
     def close(self) -> None:
         import matplotlib.pyplot as plt
@@ -169,10 +174,11 @@ def render_episodes(run: str | Path, out: str | Path, episodes: int = 1, overrid
         canvas.close()
         env.close()
     out.parent.mkdir(parents=True, exist_ok=True)
+    # imageio annotates the frames as list[ArrayLike], which a list[ndarray] does not match (list is invariant)
     if out.suffix.lower() == ".gif":
-        imageio.mimsave(out, frames, duration=1000 / fps, loop=0)
+        imageio.mimsave(out, frames, duration=1000 / fps, loop=0)  # type: ignore[arg-type]
     else:
-        imageio.mimsave(out, frames, fps=fps)
+        imageio.mimsave(out, frames, fps=fps)  # type: ignore[arg-type]
     return out, len(frames)
 
 

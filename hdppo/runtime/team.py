@@ -7,21 +7,22 @@ running the same HierarchyEnv as training over a HostEnv that holds the caller's
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from hdppo.team.controllers import scripted_policy, uniform_policy
 from hdppo.errors import ConfigError, ScenarioError
+from hdppo.runtime.host_env import HostEnv, probe_spaces
+from hdppo.team.controllers import scripted_policy, uniform_policy
 from hdppo.team.episodes import members
 from hdppo.team.hierarchy import HierarchyEnv
 from hdppo.team.interfaces import Decision, LayerInfo
 from hdppo.team.scenario import Scenario
-from hdppo.runtime.host_env import HostEnv, probe_spaces
 
 LayerPolicy = Callable[[Decision], np.ndarray]
 
@@ -165,7 +166,9 @@ class Team:
         out: dict[str, dict[str, Any]] = {}
         for i in range(1, self.hier.n_layers):
             info = self.hier.info[i]
-            goals = self.hier.goals[i][0]
+            layer_goals = self.hier.goals[i]
+            assert layer_goals is not None           # every layer below the top receives goals
+            goals = layer_goals[0]
             out[info.name] = {str(n): _plain(goals[k]) for k, n in enumerate(info.nodes)}
         return out
 
@@ -187,6 +190,7 @@ class Team:
         return self._actors[d.layer](d)
 
     def _unit_actions(self) -> dict[str, Any]:
+        assert self.env.actions is not None           # hier.step gave the units' actions to the env
         acts = self.env.actions[0]
         out = {}
         for i, unit in enumerate(self.units):

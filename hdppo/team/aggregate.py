@@ -13,7 +13,8 @@ def gather_children(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return values[np.arange(idx.shape[0])[:, None, None], idx]
 
 
-def masked_mean_max(features: np.ndarray, idx: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def masked_mean_max(features: np.ndarray, idx: np.ndarray,
+                    mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and max of children's features [E, Nc, D] over masked children; zeros where none.
 
     Returns (mean [E, N, D], max [E, N, D], count [E, N]).

@@ -1,7 +1,8 @@
 """Assembling a scenario's pieces: its batched env and its validated agent graph."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, cast
 
 from hdppo.errors import ScenarioError
 from hdppo.team.graph import AgentGraph
@@ -13,17 +14,20 @@ def make_env_and_graph(scenario: Scenario, cfg: Any, n_envs: int, seed: int | No
                        specs: list[Layer]) -> tuple[BatchedEnv, AgentGraph]:
     """The scenario's batched env (native, or copies of its PettingZoo env) and its validated graph."""
     where = f"scenario {scenario.name!r}"
-    if scenario.batched_env is not None:
-        env = _call(lambda: scenario.batched_env(cfg, n_envs, seed), "batched_env(cfg, n_envs, seed)", where)
+    batched_env = scenario.batched_env
+    if batched_env is not None:
+        env = _call(lambda: batched_env(cfg, n_envs, seed), "batched_env(cfg, n_envs, seed)", where)
         return env, build_graph(scenario, cfg, list(env.units), [], specs)
     probe = _call(lambda: scenario.env(cfg), "env(cfg)", where)
     agents = list(probe.possible_agents)
     probe.close()
     opp = scenario.opponents
-    opponents = [] if opp is None else list(_call(lambda: opp.agents(agents), "opponents.agents(possible_agents)", where))
+    opponents = [] if opp is None else list(_call(lambda: opp.agents(agents),
+                                                  "opponents.agents(possible_agents)", where))
     graph = build_graph(scenario, cfg, agents, opponents, specs)   # before the adapter indexes agents by leaf
     controller = None if opp is None else (lambda i, e: opp.controller(cfg, e))
-    env = PettingZooBatch(lambda: scenario.env(cfg), graph.units, n_envs, controller)
+    units = cast(list[str], graph.units)           # the leaves, checked above to be the env's agent names
+    env = PettingZooBatch(lambda: scenario.env(cfg), units, n_envs, controller)
     return env, graph
 
 

@@ -5,7 +5,7 @@ wants a plain ParallelEnv get this view of a batch with one copy instead of a se
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -38,9 +38,10 @@ class BatchParallelEnv(ParallelEnv):
         return self.batch.action_space
 
     def _infos(self, agents: Sequence[str]) -> dict:
-        if not self.mask_in_infos:
+        mask = self.batch.action_mask
+        if not self.mask_in_infos or mask is None:
             return {a: {} for a in agents}
-        return {a: {"action_mask": self.batch.action_mask[0, self._index[a]].astype(np.int8)} for a in agents}
+        return {a: {"action_mask": mask[0, self._index[a]].astype(np.int8)} for a in agents}
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         self.batch.reset(seed)

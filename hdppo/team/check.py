@@ -3,16 +3,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from hdppo.team.controllers import uniform_policy
 from hdppo.errors import HdppoError
-from hdppo.team.hierarchy import HierarchyEnv
-from hdppo.team.interfaces import Decision, StepResult
+from hdppo.team.controllers import uniform_policy
+from hdppo.team.hierarchy import Decision, HierarchyEnv, StepResult
 from hdppo.team.scenario import load_scenario
 
 
@@ -88,7 +89,7 @@ def run_check(target: str, overrides: dict[str, Any] | None = None, episodes: in
     from hdppo.team.layer_view import LayerView
     for name in names:
         _api_test(report, f"layer view {name!r} passes parallel_api_test",
-                  lambda name=name: LayerView(scenario, name, cfg, seed=seed), max(api_cycles // 4, 20))
+                  functools.partial(LayerView, scenario, name, cfg, seed=seed), max(api_cycles // 4, 20))
     return report
 
 
@@ -144,9 +145,11 @@ class _Recorder:
                                     f"[{space.low[col]}, {space.high[col]}]")
             if obs.shape[1] != info.obs_dim:
                 self.note("spaces", f"layer {info.name!r}: obs width {obs.shape[1]} != {info.obs_dim}")
+        assert d.t is not None                         # HierarchyEnv stamps each decision with its copies' steps
         late = d.mask & ((d.t % info.interval) != 0)[:, None]
         if late.any():
-            self.note("intervals", f"layer {info.name!r} decided at t={d.t[np.argwhere(late)[0][0]]}, interval {info.interval}")
+            self.note("intervals",
+                      f"layer {info.name!r} decided at t={d.t[np.argwhere(late)[0][0]]}, interval {info.interval}")
         dead = d.mask & ~hier.slot_alive(d.layer)
         if d.layer == len(hier.info) - 1:
             dead |= d.mask & ~hier.env.alive
@@ -184,7 +187,8 @@ class _Recorder:
                 want = np.array([units[m].sum() for m in members])
                 if not np.allclose(got, want, rtol=1e-4, atol=1e-4):
                     j = int(np.argmax(np.abs(got - want)))
-                    self.note("rewards", f"layer {name!r} node {hier.info[[i.name for i in hier.info].index(name)].nodes[j]!r}:"
+                    node = hier.info[[i.name for i in hier.info].index(name)].nodes[j]
+                    self.note("rewards", f"layer {name!r} node {node!r}:"
                                          f" episode reward {got[j]:.6g} != its units' env rewards {want[j]:.6g}")
 
 

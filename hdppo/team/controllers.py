@@ -1,7 +1,7 @@
 """Fixed policies for layers that are not trained: uniform goal samplers and random unit actions."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np

@@ -27,6 +27,6 @@ def members(hier: HierarchyEnv, i: int, e: int) -> list[list[int]]:
     groups = [[u] for u in range(len(hier.info[-1].nodes))]
     for j in reversed(range(i, hier.n_layers - 1)):
         idx, struct = hier.idx[j][e], hier.struct[j][e]
-        groups = [sum((groups[idx[n, c]] for c in range(idx.shape[1]) if struct[n, c]), [])
+        groups = [[u for c in range(idx.shape[1]) if struct[n, c] for u in groups[idx[n, c]]]
                   for n in range(idx.shape[0])]
     return groups

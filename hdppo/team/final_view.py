@@ -8,7 +8,8 @@ observations with the truncated units alive (units that terminated stay dead).
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,7 +26,8 @@ class FinalView:
         self.alive: list[np.ndarray] = [hier.alive[-1] | truncated_units]
         for i in reversed(range(L - 1)):
             self.alive.insert(0, agg.any_children(self.alive[0], hier.idx[i], hier.struct[i]))
-        self.feat: list[np.ndarray | None] = [None] * (L - 1) + [hier._feat[-1]]
+        self.feat: list[np.ndarray | None] = [None] * L
+        self.feat[-1] = hier._feat[-1]
         self.goal_feat: list[np.ndarray | None] = [None] * L
         self.slot_alive: list[np.ndarray | None] = [None] * L
 

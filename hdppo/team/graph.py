@@ -1,8 +1,8 @@
 """AgentGraph: the layered team over a networkx DiGraph (edges parent -> child)."""
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import networkx as nx
 import numpy as np
@@ -43,7 +43,7 @@ class AgentGraph:
     # ---- construction helpers -------------------------------------------------------------
     @classmethod
     def from_edges(cls, edges: Iterable[tuple[Node, Node]], layer_of: Mapping[Node, str],
-                   layers: Sequence[str] | None = None) -> "AgentGraph":
+                   layers: Sequence[str] | None = None) -> AgentGraph:
         """Build from explicit (parent, child) edges and a node -> layer-name mapping."""
         g = nx.DiGraph()
         for node, layer in layer_of.items():
@@ -57,7 +57,7 @@ class AgentGraph:
         return cls(g, layers)
 
     @classmethod
-    def team(cls, units: Sequence[Node], depth: int, group_size: int, spatial: bool = False) -> "AgentGraph":
+    def team(cls, units: Sequence[Node], depth: int, group_size: int, spatial: bool = False) -> AgentGraph:
         """The usual team of `depth` layers: 1 flat units; 2 a commander (high) over the units; 3 a
         commander over groups of `group_size` (mid) over the units, regrouped by position at each reset
         when `spatial`."""
@@ -72,13 +72,13 @@ class AgentGraph:
 
     @classmethod
     def groups(cls, units: Sequence[Node], sizes: Sequence[int] = (), layers: Sequence[str] | None = None,
-               spatial: bool = False) -> "AgentGraph":
+               spatial: bool = False) -> AgentGraph:
         """Fixed-size groups: units -> groups of sizes[0] -> groups of sizes[1] ... -> one top node.
 
         `groups(units, [3])` makes squads of 3 under one commander (3 layers); `groups(units)` is flat
         (1 layer). With `spatial=True` units are regrouped by position at each reset.
         """
-        depth = len(sizes) + 2 if sizes or layers and len(layers) > 1 else 1
+        depth = len(sizes) + 2 if sizes or (layers and len(layers) > 1) else 1
         names = tuple(layers) if layers else DEFAULT_LAYER_NAMES.get(depth) or tuple(
             ["high"] + [f"mid{i}" for i in range(depth - 2)] + ["low"])
         if len(names) != depth:
@@ -92,7 +92,7 @@ class AgentGraph:
             layer = names[-2 - i]
             if size < 1:
                 raise GraphError(f"group size {size} is not positive", "use sizes >= 1")
-            parents = []
+            parents: list[Node] = []
             for j in range(0, len(level), size):
                 p = f"{layer}_{j // size}"
                 g.add_node(p, layer=layer)
@@ -110,7 +110,7 @@ class AgentGraph:
 
     @classmethod
     def by_attribute(cls, units: Sequence[Node], key: Callable[[Node], Hashable] | Mapping[Node, Hashable],
-                     layers: Sequence[str] = ("high", "mid", "low")) -> "AgentGraph":
+                     layers: Sequence[str] = ("high", "mid", "low")) -> AgentGraph:
         """Group units by an attribute (team, type, ...): one mid node per value under one top node."""
         if len(layers) != 3:
             raise GraphError(f"by_attribute builds 3 layers but got layer names {tuple(layers)}",
@@ -226,7 +226,8 @@ class AgentGraph:
             agents = set(env_agents)
             for u in self.units:
                 if u not in agents:
-                    raise GraphError(f"leaf {u!r} is not an agent of the env (agents: {sorted(map(str, agents))[:8]}...)",
+                    raise GraphError(f"leaf {u!r} is not an agent of the env "
+                                     f"(agents: {sorted(map(str, agents))[:8]}...)",
                                      "leaves must be the env's possible_agents; rename the node")
             covered = set(self.units) | set(opponents)
             for a in env_agents:
@@ -242,7 +243,7 @@ class AgentGraph:
 def _infer_layers(graph: nx.DiGraph) -> list[str]:
     """Layer names top to bottom from the edges: a parent's layer is above its child's."""
     names: dict[str, int] = {}
-    for node, data in graph.nodes(data=True):
+    for _, data in graph.nodes(data=True):
         if "layer" in data:
             names.setdefault(data["layer"], 0)
     h = nx.DiGraph()

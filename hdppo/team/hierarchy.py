@@ -12,16 +12,18 @@ pass per layer per step, and a single-layer view can pause at its own layer.
 """
 from __future__ import annotations
 
+import functools
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Generator
+from typing import Any
 
 import numpy as np
 
 from hdppo.errors import ScenarioError
 from hdppo.team import aggregate as agg
 from hdppo.team.assembly import build_graph, make_env_and_graph
-from hdppo.team.final_view import FinalView
 from hdppo.team.episodes import episode_stats
+from hdppo.team.final_view import FinalView
 from hdppo.team.goals import GoalBook, ground_goals
 from hdppo.team.guards import check_actions, check_finite
 from hdppo.team.interfaces import Decision, LayerInfo, LayerStep, Policy, StepResult
@@ -89,7 +91,7 @@ class HierarchyEnv:
         if not hasattr(self, "layers"):
             self.t = np.zeros(E, dtype=np.int64)
             self.layers = [LayerState(self.topology[i], Transitions(E, inf.n_slots, self.gamma),
-                                      GoalBook(E, len(inf.nodes), self.specs[i - 1].goal_space) if i else None,
+                                      self._goal_book(i) if i else None,
                                       np.zeros((E, len(inf.nodes)), dtype=np.float64))
                            for i, inf in enumerate(self.info)]
             self.unit_env_return = np.zeros((E, len(self.info[-1].nodes)), dtype=np.float64)
@@ -135,15 +137,16 @@ class HierarchyEnv:
 
     def features(self, i: int) -> np.ndarray:
         """Layer i's own features [E, N, D]: bottom-up over living children (computed once per step)."""
-        if self._feat[i] is None:
-            self._feat[i] = self._layer_features(i, self.features(i + 1), self.alive[i + 1], self.alive[i])
-        return self._feat[i]
+        f = self._feat[i]
+        if f is None:
+            f = self._feat[i] = self._layer_features(i, self.features(i + 1), self.alive[i + 1], self.alive[i])
+        return f
 
     def _layer_features(self, i: int, below: np.ndarray, alive_below: np.ndarray, alive: np.ndarray) -> np.ndarray:
         idx, struct, spec = self.idx[i], self.struct[i], self.specs[i]
         if spec.observe is not None:
             live = struct & agg.gather_children(alive_below, idx)
-            ctx = LayerContext(None, alive, self.goals[i], None, self.t, self.env,  # type: ignore[arg-type]
+            ctx = LayerContext(None, alive, self.goals[i], None, self.t, self.env,
                                agg.gather_children(below, idx), live)
             f = np.asarray(spec.observe(ctx), dtype=np.float32)
         else:
@@ -202,10 +205,11 @@ class HierarchyEnv:
         """Slots of layer i whose node (and child, for per_child) is alive [E, S] (cached per step)."""
         if self.info[i].choice != "per_child":
             return self.alive[i]
-        if self._slot_alive[i] is None:
-            live = self.struct[i] & agg.gather_children(self.alive[i + 1], self.idx[i])
-            self._slot_alive[i] = live.reshape(self.n_envs, -1)
-        return self._slot_alive[i]
+        live = self._slot_alive[i]
+        if live is None:
+            children = self.struct[i] & agg.gather_children(self.alive[i + 1], self.idx[i])
+            live = self._slot_alive[i] = children.reshape(self.n_envs, -1)
+        return live
 
     def _slot_view(self, i: int, node_values: np.ndarray) -> np.ndarray:
         """Node values [E, N] as slot values [E, S] (per_child pairs take their parent's value)."""
@@ -226,6 +230,7 @@ class HierarchyEnv:
         try:
             decision = next(gen)
             while True:
+                assert decision is not None        # step_iter pauses only when asked to
                 decision = gen.send(act(decision))
         except StopIteration as stop:
             return stop.value
@@ -277,6 +282,7 @@ class HierarchyEnv:
         # _compute_features() below builds new lists, so these keep the pre-step state without copies;
         # goals only change at decisions, so the hooks' goals are the pre-step goals too
         pre_alive, pre_feat, pre_goal_cache = self.alive, self._feat, self._goal_feat
+        assert self._env_actions is not None
         step: EnvStep = self.env.step(self._env_actions)
         check_finite(step, self.env, self.t, self.scenario.name)
         self._compute_features()
@@ -296,31 +302,42 @@ class HierarchyEnv:
         results = []
         for i, spec in enumerate(self.specs):
             ctx = self.context(i, pre_alive[i])
-            ctx._lazy["prev_features"] = lambda i=i: self._pre_features(i, pre_feat, pre_alive)
-            ctx._lazy["prev_goal_features"] = (lambda i=i: pre_goal_cache[i] if pre_goal_cache[i] is not None
-                                               else self._ground(i, self._pre_features(i, pre_feat, pre_alive),
-                                                                 pre_alive[i], self.goals[i]))
+            ctx._lazy["prev_features"] = functools.partial(self._pre_features, i, pre_feat, pre_alive)
+            ctx._lazy["prev_goal_features"] = functools.partial(self._pre_goal_features, i, pre_feat, pre_alive,
+                                                                pre_goal_cache)
             reward = spec.w_ext * ext[i]
             if spec.intrinsic is not None and spec.w_int != 0.0:
                 reward = reward + spec.w_int * np.asarray(spec.intrinsic(ctx), dtype=np.float64)
             reward = np.where(pre_alive[i], reward, 0.0)
             self.layers[i].ep_return += reward
             book = self.layers[i].goals
-            if book is not None and self.specs[i - 1].goal_success is not None:
-                book.mark_achieved(np.asarray(self.specs[i - 1].goal_success(ctx), dtype=bool) & pre_alive[i])
+            success = self.specs[i - 1].goal_success if i else None
+            if book is not None and success is not None:
+                book.mark_achieved(np.asarray(success(ctx), dtype=bool) & pre_alive[i])
             results.append(self._close(i, self._slot_view(i, reward), done, trunc, final))
         episodes = []
         if done.any():
             for layer in self.layers[1:]:
                 assert layer.goals is not None
                 layer.goals.finish(np.broadcast_to(done[:, None], layer.goals.set.shape))
-            episodes = [episode_stats(self, e) for e in np.flatnonzero(done)]
+            episodes = [episode_stats(self, int(e)) for e in np.flatnonzero(done)]
         self.t += 1
         if done.any() and self.autoreset:
             self.env.reset_done(done)
             self._reset_state(done)
             self._compute_features()
         return StepResult(results, step.rewards, done, episodes)
+
+    def _goal_book(self, i: int) -> GoalBook:
+        space = self.specs[i - 1].goal_space
+        assert space is not None                 # every layer above the bottom has one (Scenario.build_layers)
+        return GoalBook(self.n_envs, len(self.info[i].nodes), space)
+
+    def _pre_goal_features(self, i: int, cache: list, alive: list, goal_cache: list) -> np.ndarray:
+        """Layer i's grounded goals before this env step."""
+        if goal_cache[i] is not None:
+            return goal_cache[i]
+        return self._ground(i, self._pre_features(i, cache, alive), alive[i], self.goals[i])
 
     def _pre_features(self, i: int, cache: list, alive: list) -> np.ndarray:
         """Layer i's features before this env step, from the pre-step cache (filled in on demand;

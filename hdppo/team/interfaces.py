@@ -1,8 +1,8 @@
 """The data HierarchyEnv exchanges with trainers: layer descriptions, decisions, closed transitions."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import gymnasium as gym
 import numpy as np

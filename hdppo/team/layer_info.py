@@ -80,11 +80,13 @@ def build_infos(specs: list[Layer], nodes: list[list], env: BatchedEnv, topology
         if i == last:
             slots, obs, act, choice = [str(n) for n in nodes[i]], own, env.action_space, None
         elif spec.choice == "per_child":
+            assert spec.goal_space is not None       # upper layers have one (Scenario.build_layers)
             slots = [f"{n}/{j}" for n in nodes[i] for j in range(c)]
             obs = concat_boxes(own, fspaces[i + 1], gym.spaces.Box(0.0, 1.0, (c,), np.float32))
             act, choice = spec.goal_space, "per_child"
             roles = np.tile(np.arange(c), len(nodes[i]))
         else:
+            assert spec.goal_space is not None
             slots, obs, act, choice = [str(n) for n in nodes[i]], own, spec.goal_space, "broadcast"
         infos.append(LayerInfo(spec.name, i, spec.interval, nodes[i], slots, choice, obs, act, fspaces[i],
                                gspace, c, roles))

@@ -7,7 +7,8 @@ the transition's `discount` (gamma^k') so SMDP-aware learners can bootstrap corr
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable, Generator
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -50,16 +51,17 @@ class LayerView(ParallelEnv):
                 self._fixed[inf.index] = scripted_policy(inf, spec.scripted)
             else:
                 self._fixed[inf.index] = uniform_policy(inf, None if seed is None else seed + 31 * inf.index)
-        self._gen = None
+        self._gen: Generator[Decision | None, np.ndarray | None, StepResult] | None = None
         self._done = True
         bottom = self.layer == len(self.hier.info) - 1
-        self._masked = bottom and self.hier.env.action_mask is not None
-        self._obs_space = self.info.obs_space
-        if self._masked:   # PettingZoo's convention for action masks: a dict observation
-            n = self.hier.env.action_mask.shape[-1]
+        env_mask = self.hier.env.action_mask if bottom else None
+        self._masked = env_mask is not None
+        self._obs_space: gym.Space = self.info.obs_space
+        if env_mask is not None:   # PettingZoo's convention for action masks: a dict observation
+            n = env_mask.shape[-1]
             self._obs_space = gym.spaces.Dict({"observation": self.info.obs_space,
                                                "action_mask": gym.spaces.Box(0, 1, (n,), np.int8)})
-        self._last_mask = None
+        self._last_mask: np.ndarray | None = None
 
     def observation_space(self, agent: str):
         return self._obs_space
@@ -104,6 +106,7 @@ class LayerView(ParallelEnv):
 
     def _one_obs(self, i: int):
         if self._masked:
+            assert self._last_mask is not None    # a masked layer's decisions carry a mask
             return {"observation": self._last_obs[i].copy(), "action_mask": self._last_mask[i].astype(np.int8)}
         return self._last_obs[i].copy()
 
@@ -147,6 +150,7 @@ class LayerView(ParallelEnv):
                     return True
                 continue
             fresh = False
+            assert d is not None                  # step_iter() without pause yields only decisions
             if d.layer == self.layer and d.mask.any():
                 self._gen = gen
                 self.agents = [self.info.slot_names[i] for i in np.flatnonzero(d.mask[0] & self._valid)]

@@ -8,18 +8,20 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+import itertools
 import pkgutil
 import sys
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 import numpy as np
 
-from hdppo.overrides import apply_overrides
 from hdppo.errors import ScenarioError
+from hdppo.overrides import apply_overrides
 
 if TYPE_CHECKING:  # imported for annotations only
     from hdppo.team.graph import AgentGraph
@@ -57,7 +59,8 @@ class LayerContext:
     OPTIONAL = ("goals", "goal_features", "t", "env", "child_features", "child_alive", "prev_features",
                 "prev_goal_features")
 
-    def __init__(self, features: np.ndarray, alive: np.ndarray, goals: np.ndarray | None = None,
+    def __init__(self, features: np.ndarray | Callable[[], np.ndarray] | None, alive: np.ndarray,
+                 goals: np.ndarray | None = None,
                  goal_features: Any = None, t: np.ndarray | None = None, env: Any = None,
                  child_features: Any = None, child_alive: Any = None, prev_features: Any = None,
                  prev_goal_features: Any = None) -> None:
@@ -125,7 +128,7 @@ class Opponents:
     controller: Callable[[Any, Any], Callable[[dict], dict]]
 
     @classmethod
-    def random(cls, agents: Callable[[Sequence[str]], Sequence[str]], seed: int = 0) -> "Opponents":
+    def random(cls, agents: Callable[[Sequence[str]], Sequence[str]], seed: int = 0) -> Opponents:
         """Opponents that sample their action spaces (legal actions only), each env copy its own stream."""
         import itertools
 
@@ -148,14 +151,14 @@ class Scenario:
     name: str
     description: str
     env: Callable[[Any], Any]
-    graph: Callable[[Any, Sequence[str]], "AgentGraph"]
+    graph: Callable[[Any, Sequence[str]], AgentGraph]
     layers: Callable[[Any], Sequence[Layer]]
     config: type = ScenarioConfig
-    batched_env: Callable[[Any, int, int | None], "BatchedEnv"] | None = None
+    batched_env: Callable[[Any, int, int | None], BatchedEnv] | None = None
     opponents: Opponents | None = None
     positions: Callable[[Any], np.ndarray] | None = None
     source: str = ""
-    scene: Callable[[Any], Any] | None = None                       # scene(pettingzoo_env) -> hdppo.runtime.render.Scene
+    scene: Callable[[Any], Any] | None = None        # scene(pettingzoo_env) -> hdppo.runtime.render.Scene
     goal_xy: Callable[[Any, Any, str, np.ndarray], np.ndarray] | None = None   # (env, cfg, layer, goals) -> [N, 2]
 
     def make_config(self, overrides: dict[str, Any] | None = None) -> Any:
@@ -204,7 +207,7 @@ class Scenario:
                 w_int=float(cfg.w_int.get(layer.name, layer.w_int)))
             _check_layer(layer, bottom=(i == len(layers) - 1), where=where)
             out.append(layer)
-        for upper, lower in zip(out, out[1:]):
+        for upper, lower in itertools.pairwise(out):
             if upper.interval % lower.interval != 0:
                 raise ScenarioError(
                     f"layer {upper.name!r} has interval {upper.interval}, not a multiple of layer "

@@ -7,8 +7,9 @@ per-agent dicts to preallocated arrays once per step.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -63,7 +64,7 @@ class BatchedEnv(ABC):
         """Scenario metrics of a copy whose episode just ended (e.g. win), read before its reset."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: an env that holds nothing to release keeps this no-op
         pass
 
 
@@ -93,6 +94,10 @@ def flat_space(space: gym.Space) -> gym.spaces.Box:
         return gym.spaces.Box(space.low.reshape(-1).astype(np.float32), space.high.reshape(-1).astype(np.float32),
                               dtype=np.float32)
     box = gym.spaces.flatten_space(space)
+    if not isinstance(box, gym.spaces.Box):     # Graph and Sequence spaces vary in size
+        from hdppo.errors import ScenarioError
+        raise ScenarioError(f"observation space {space} has no fixed-size flat form",
+                            "give units Box, Discrete, MultiDiscrete, or Tuple / Dict of those as observations")
     return gym.spaces.Box(box.low.astype(np.float32), box.high.astype(np.float32), dtype=np.float32)
 
 
@@ -175,6 +180,8 @@ class PettingZooBatch(BatchedEnv):
             if i is None:
                 continue
             if self._dict_obs:
+                # _base_mask gives dict observations a mask when the action space is Discrete (not checked otherwise)
+                assert self.action_mask is not None and self._mask_base is not None
                 self.action_mask[e, i] = np.asarray(ob["action_mask"], dtype=bool) & self._mask_base[i]
                 ob = ob["observation"]
             if self._box_obs:
@@ -194,7 +201,7 @@ class PettingZooBatch(BatchedEnv):
             self._write_obs(e, obs)
 
     def reset_done(self, mask: np.ndarray) -> None:
-        for e in np.flatnonzero(mask):
+        for e in np.flatnonzero(mask).tolist():
             obs, _ = self.envs[e].reset()
             self.obs[e] = 0.0
             self._write_obs(e, obs)

@@ -40,7 +40,7 @@ def ablate(run: str | Path, steps: int, workers: int, out: str | Path | None = N
     run = Path(run)
     config = load_run_config(run)
     out = Path(out) if out else run / "diagnose" / "ablate"
-    rows = []
+    rows: list[dict[str, Any]] = []
     for k in range(1, workers + 1):
         folder = out / f"pool-{k}"
         state = folder / "state.json"

@@ -83,12 +83,12 @@ def _train_config(cfg: BenchConfig, layers: int, native: bool, workers: int) -> 
 
 def rollout_only(cfg: BenchConfig, layers: int, native: bool) -> float:
     """One worker stepping the hierarchy with every layer's policy (no learning)."""
-    from hdppo.engine.params import MemoryParams
-    from hdppo.team.scenario import load_scenario
-    from hdppo.engine.server import ParameterServer
     from hdppo.engine.config import resolve_overrides, train_config_to_dict
     from hdppo.engine.messages import WorkerSpec
+    from hdppo.engine.params import MemoryParams
+    from hdppo.engine.server import ParameterServer
     from hdppo.engine.worker import Worker
+    from hdppo.team.scenario import load_scenario
     train, scenario = _train_config(cfg, layers, native, 1)
     sc = load_scenario("spread")
     names = [s.name for s in sc.build_layers(sc.make_config(scenario))]
@@ -112,9 +112,9 @@ def rollout_only(cfg: BenchConfig, layers: int, native: bool) -> float:
 
 def training(cfg: BenchConfig, layers: int, native: bool, steps: int) -> float:
     """Full training (process backend): env steps per second of the DPPO loop, start-up excluded."""
+    from hdppo.engine.config import resolve_overrides
     from hdppo.engine.spec import RunSpec
     from hdppo.engine.trainer import Trainer
-    from hdppo.engine.config import resolve_overrides
     from hdppo.team.scenario import load_scenario
     train, scenario = _train_config(cfg, layers, native, cfg.workers)
     train["steps"] = str(steps)
@@ -203,7 +203,8 @@ def markdown(r: dict[str, Any], cfg: BenchConfig, command: str) -> str:
         rows.append((f"RLlib {_ray_version()} PPO training, MPE2, {cfg.workers} env runners", r["rllib"]))
     lines = [f"Command: `{command}`", "", f"Native rows: best of {cfg.repeats} interleaved runs.", "",
              f"Settings: N={cfg.n_agents} agents, max_cycles={cfg.max_cycles}, {cfg.workers} workers x "
-             f"{cfg.envs_per_worker} env copies, rollout {cfg.rollout} (batch {cfg.rollout * cfg.envs_per_worker * cfg.workers}"
+             f"{cfg.envs_per_worker} env copies, rollout {cfg.rollout} "
+             f"(batch {cfg.rollout * cfg.envs_per_worker * cfg.workers}"
              f" env steps per low-layer update), {cfg.epochs} epochs x {cfg.minibatches} minibatches.", "",
              "| measurement | env steps/s |", "|---|---:|"]
     lines += [f"| {name} | {value:,.0f} |" for name, value in rows]

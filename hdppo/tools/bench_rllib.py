@@ -241,7 +241,7 @@ def rllib_ppo_steps_per_second(
         if algo is not None:
             try:
                 algo.stop()
-            except Exception:  # noqa: BLE001 - shutting down anyway
+            except Exception:
                 pass
         ray.shutdown()
         torch.set_num_threads(previous_threads)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 SCENARIO = str(Path(__file__).resolve().parent / "bench_scenarios" / "sleepy.py")
 
@@ -55,14 +56,14 @@ def cluster_rate(nodes: int, workers: int, seconds: float = 10.0, step_ms: float
     original = trainer_module.make_backend
 
     def capture(*args: Any, **kwargs: Any):
-        made.append(original(*args, **kwargs))
+        made.append(cast(RayBackend, original(*args, **kwargs)))     # train_rate("ray", ...) makes Ray backends
         return made[-1]
 
     try:
         for _ in range(nodes - 1):
             cluster.add_node(num_cpus=per_node)
         cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False, logging_level="WARNING")
+        ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
         trainer_module.make_backend = capture
         rate = train_rate("ray", workers, seconds, step_ms, address=cluster.address)
         placed: dict[str, int] = {}

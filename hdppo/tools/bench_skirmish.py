@@ -16,8 +16,8 @@ def raw_speed(n_envs: int = 16, seconds: float = 3.0, overrides: dict | None = N
     """(batch steps/s, unit-steps/s, batch steps per CPU-second) of SkirmishBatch, random legal actions.
 
     The CPU-time rate is what one core gives when the process is not preempted by other loads."""
-    from hdppo.team.scenario import load_scenario
     from hdppo.scenarios.skirmish.sim import SkirmishBatch
+    from hdppo.team.scenario import load_scenario
     cfg = load_scenario("skirmish").make_config(overrides or {})
     env = SkirmishBatch(cfg, n_envs, seed=0)
     rng = np.random.default_rng(0)

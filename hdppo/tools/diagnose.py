@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from hdppo.errors import ConfigError
 from hdppo.engine.metrics import read_csv, scope_file
+from hdppo.errors import ConfigError
 from hdppo.runfolder import load_run_config, resolve_scenario, team_checkpoints
 
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -39,8 +39,8 @@ def run_workers(run: str | Path, config: dict[str, Any]) -> int:
 def sample_states(run: str | Path, workers: int, steps: int = 100, per_worker: int = 1500,
                   seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per layer: decision observations [n, D] of living deciding slots and the worker [n] that saw them."""
-    from hdppo.engine.params import MemoryParams
     from hdppo.engine.messages import WorkerSpec
+    from hdppo.engine.params import MemoryParams
     from hdppo.engine.worker import Worker
     config = load_run_config(run)
     out: dict[str, list[tuple[np.ndarray, int]]] = {}

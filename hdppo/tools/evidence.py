@@ -15,14 +15,15 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from hdppo.stats import seeds_ci
 from hdppo.engine.metrics import read_csv
+from hdppo.stats import seeds_ci
 
 
 @dataclass
@@ -69,7 +70,8 @@ def train_all(plan: EvidencePlan, log: Callable[[str], None] = print) -> None:
                 log(f"reuse  {run} (finished)")
                 continue
             if run.exists():
-                raise SystemExit(f"{run} holds an unfinished run; remove it or finish it with `hdppo train --resume {run}`")
+                raise SystemExit(f"{run} holds an unfinished run; "
+                                 f"remove it or finish it with `hdppo train --resume {run}`")
             run.parent.mkdir(parents=True, exist_ok=True)
             log(f"train  {shlex.join(cmd)}")
             t0 = time.perf_counter()

@@ -70,9 +70,9 @@ def row_bytes(info: Any, lc: Any, has_mask: bool = False) -> int:
 
 
 def _setup(scenario: str, scenario_overrides: dict | None, train_overrides: dict | None):
-    from hdppo.team.scenario import load_scenario
-    from hdppo.engine.trainer import layer_infos
     from hdppo.engine.config import resolve_overrides
+    from hdppo.engine.trainer import layer_infos
+    from hdppo.team.scenario import load_scenario
     sc = load_scenario(scenario)
     cfg0 = sc.make_config()
     names = [s.name for s in sc.build_layers(cfg0)]
@@ -121,10 +121,10 @@ def measured_costs(scenario: str, scenario_overrides: dict | None = None,
     """Run one inline worker until every trained layer has been due once and weigh, per layer, what a
     backend ships: the parameter vector, one gradient answer and the experience answer (pickled with
     protocol 5, as Ray serialises them; numpy buffers count once). Also the batch's rows."""
-    from hdppo.engine.learner import flat_params
-    from hdppo.engine.params import MemoryParams
     from hdppo.engine.config import train_config_to_dict
+    from hdppo.engine.learner import flat_params
     from hdppo.engine.messages import WorkerSpec
+    from hdppo.engine.params import MemoryParams
     from hdppo.engine.worker import Worker
     _, _, scen, tc, infos = _setup(scenario, scenario_overrides, train_overrides)
     names = [i.name for i in infos]
@@ -132,6 +132,7 @@ def measured_costs(scenario: str, scenario_overrides: dict | None = None,
     got: dict[str, dict[str, int]] = {}
     try:
         for rt in worker.layers:
+            assert rt.policy is not None                  # every layer is trained here (trained=names)
             worker.params.publish(rt.info.name, 0, rt.lc.ent_coef, flat_params(rt.policy))
         for _ in range(max_collects):
             result = worker.collect()
@@ -139,7 +140,9 @@ def measured_costs(scenario: str, scenario_overrides: dict | None = None,
                 if name in got:
                     continue
                 rt = worker.by_name[name]
+                assert rt.policy is not None
                 grad = worker.gradient(name, 0, 0)
+                assert grad.grad is not None                  # a due layer has a batch, so a gradient
                 version, batch = worker.experience(name)
                 batch_bytes = sum(getattr(batch, k).nbytes for k in
                                   ("obs", "actions", "logp", "values", "advantages", "returns", "action_mask",

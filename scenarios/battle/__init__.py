@@ -20,11 +20,11 @@ from typing import Literal
 import gymnasium as gym
 import numpy as np
 
-from hdppo.errors import ScenarioError
 from hdppo import AgentGraph, Layer, LayerContext, Opponents, Scenario, ScenarioConfig
+from hdppo.errors import ScenarioError
 from hdppo.team.vecenv import PettingZooBatch
-from .sim import (OBS_DIM, VIEW_DIM, X, Y, BattleBatch, fight, make_parallel_env,
-                                     random_controller, scripted_controller)
+
+from .sim import OBS_DIM, VIEW_DIM, BattleBatch, X, Y, fight, make_parallel_env, random_controller, scripted_controller
 
 F0 = VIEW_DIM                       # unit features start here; squad features are their pooled means
 N_POOL = OBS_DIM - VIEW_DIM         # 10 pooled unit features

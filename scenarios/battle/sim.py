@@ -19,7 +19,7 @@ array controller and per-copy episode metrics (win, survivors, kills).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np

@@ -7,13 +7,15 @@ engages) / squads (which point, enemy squad or enemy unit each unit goes for) / 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from hdppo.team.batch_view import BatchParallelEnv
 from hdppo import AgentGraph, Layer, LayerContext, Scenario
+from hdppo.team.batch_view import BatchParallelEnv
+
 from .sim import DIRS, N_MOVES, SkirmishBatch, SkirmishConfig, check_config
 
 __all__ = ["SCENARIO", "SkirmishBatch", "SkirmishConfig", "SkirmishParallelEnv", "scripted_low"]

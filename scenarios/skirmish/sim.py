@@ -17,14 +17,14 @@ Rules (positions are continuous in [0, size]^2):
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import gymnasium as gym
 import numpy as np
 
-from hdppo.errors import ScenarioError
 from hdppo import EnvStep, NumpyBatch, ScenarioConfig
+from hdppo.errors import ScenarioError
 from hdppo.team.vecenv import copy_rngs
 
 _S = np.sqrt(0.5)

@@ -14,6 +14,7 @@ from gymnasium import spaces
 
 from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
 from hdppo.team.vecenv import PettingZooBatch
+
 from .sim import SpreadBatch
 
 LANDMARK_OFFSET = 4      # unit obs: vel(2), pos(2), landmark - pos (2 per landmark), others, comm

@@ -26,7 +26,7 @@ episodes match mpe2's unseeded `reset()`s.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np

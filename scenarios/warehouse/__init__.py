@@ -24,15 +24,17 @@ team centroid (2), zone's open orders / slots (1)]. `layers` 2: high gives each 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from hdppo.team.batch_view import BatchParallelEnv
-from hdppo.errors import ScenarioError
 from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
+from hdppo.errors import ScenarioError
+from hdppo.team.batch_view import BatchParallelEnv
+
 from .sim import GOAL_DIM, N_ZONES, OFF_LOCAL, OFF_ZONES, WarehouseBatch, build_layout
 
 ROBOT_GOAL_BOX = gym.spaces.Box(np.array([-1, -1, 0, -1, -1, 0], np.float32), np.ones(GOAL_DIM, np.float32),
@@ -127,7 +129,8 @@ def _sim(env: Any) -> Any:
     if not (hasattr(env, "goal_features") and hasattr(env, "last_pick")):
         raise ScenarioError(f"the warehouse's goal hooks read the simulator's state, but ctx.env is a "
                             f"{type(env).__name__}", "step the warehouse through its batched env "
-                            "(Scenario.batched_env, the default); with hdppo.load, pass sim=env.batch to team.act", where="scenario 'warehouse'")
+                            "(Scenario.batched_env, the default); with hdppo.load, pass sim=env.batch to team.act",
+                            where="scenario 'warehouse'")
     return env
 
 

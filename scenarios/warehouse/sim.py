@@ -14,9 +14,10 @@ static layout (robots are not obstacles for it).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np

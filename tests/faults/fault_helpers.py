@@ -3,6 +3,7 @@ every faulted run must pass against an uninterrupted one."""
 from __future__ import annotations
 
 import csv
+import itertools
 import os
 import subprocess
 import sys
@@ -46,10 +47,10 @@ def assert_consistent(run: Path, reference: Path | None = None) -> None:
     reference (an uninterrupted run), each layer updated at exactly the same env steps and versions."""
     for path in sorted((run / "metrics").glob("*.csv")):
         steps = [int(r["step"]) for r in rows(path)]
-        assert all(a < b for a, b in zip(steps, steps[1:])), f"{path.name}: a step repeats or goes back"
+        assert all(a < b for a, b in itertools.pairwise(steps)), f"{path.name}: a step repeats or goes back"
     for layer in ("low", "mid", "high"):
         versions = column(run, layer, "version")
-        assert all(a < b for a, b in zip(versions, versions[1:])), f"{layer}: a version goes back"
+        assert all(a < b for a, b in itertools.pairwise(versions)), f"{layer}: a version goes back"
         if reference is not None:
             assert column(run, layer, "step") == column(reference, layer, "step"), f"{layer}: missing or extra updates"
             assert versions == column(reference, layer, "version"), layer

@@ -5,6 +5,7 @@ commit it resumed, and the update counts of an uninterrupted run (exactly: sync 
 rollout phase)."""
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -13,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from fault_helpers import GRID, assert_consistent, launch, wait_for
-from hdppo.engine.checkpoint import load_checkpoint
 from hdppo.cli import main
+from hdppo.engine.checkpoint import load_checkpoint
 from hdppo.engine.commit import list_commits, open_commit
+
+from fault_helpers import GRID, assert_consistent, launch, wait_for
 
 STEPS = 8000
 RUN = [*GRID, "--backend", "inline", "--workers", "2", "checkpoint_seconds=1", "checkpoint_every=4"]
@@ -30,11 +32,11 @@ def committed_versions(run: Path) -> dict[str, int]:
 
 def assert_resumes_exactly(run: Path) -> int:
     """What a resume of `run` restores equals its newest commit, tensor for tensor; returns the commit."""
-    from hdppo.evaluate import load_run_config
-    from hdppo.engine.server import ParameterServer
     from hdppo.engine.config import train_config_from_dict
+    from hdppo.engine.server import ParameterServer
     from hdppo.engine.spec import RunSpec
     from hdppo.engine.trainer import Trainer
+    from hdppo.evaluate import load_run_config
     config = load_run_config(run)
     tc = train_config_from_dict(config["train"])
     t = Trainer(RunSpec(config["scenario"], config["scenario_overrides"], tc, config["layers"], {}, run), resume=True)
@@ -81,7 +83,7 @@ def test_twenty_kills_lose_nothing(tmp_path, capsys):
             first = True                                      # killed before its first commit: start it again
             import shutil
             shutil.rmtree(run, ignore_errors=True)
-    for before, after in zip(versions, versions[1:]):         # the newest commit never moves back
+    for before, after in itertools.pairwise(versions):         # the newest commit never moves back
         assert all(after.get(k, 0) >= v for k, v in before.items()), (before, after)
     rc = main(["train", "--resume", str(run)])
     assert rc == 0, capsys.readouterr().err
@@ -100,6 +102,7 @@ def test_a_kill_then_resume_never_moves_a_layer_back(tmp_path):
     may go back (the old trainer re-created such layers from random weights but kept its step count)."""
     import subprocess
     import sys
+
     from fault_helpers import column
     run, log = tmp_path / "run", tmp_path / "train.log"
     proc = launch(["train", *GRID, "--backend", "inline", "--workers", "2", "--steps", "8000", "log_every=1",

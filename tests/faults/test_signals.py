@@ -10,9 +10,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fault_helpers import GRID, assert_consistent, launch, wait_for
 from hdppo.cli import main
 from hdppo.engine.commit import list_commits, open_commit
+
+from fault_helpers import GRID, assert_consistent, launch, wait_for
 
 STEPS = 3000
 RUN = [*GRID, "--backend", "process", "--workers", "2", "--steps", STEPS]

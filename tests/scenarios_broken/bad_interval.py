@@ -1,7 +1,6 @@
 """Broken on purpose: the commander decides every 6 steps, its squads every 4 (6 % 4 != 0)."""
-from mpe2 import simple_spread_v3
-
 import gymnasium as gym
+from mpe2 import simple_spread_v3
 
 from hdppo.team.graph import AgentGraph
 from hdppo.team.scenario import Layer, Scenario

@@ -1,5 +1,5 @@
 """Broken on purpose: imports a module that does not exist (a typo of mpe2)."""
-from mpe3 import simple_spread_v3  # noqa: F401
+from mpe3 import simple_spread_v3
 
 from hdppo.team.graph import AgentGraph
 from hdppo.team.scenario import Layer, Scenario

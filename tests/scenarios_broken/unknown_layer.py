@@ -1,7 +1,6 @@
 """Broken on purpose: the graph puts its top node in layer 'commander', the layers say 'high'."""
-from mpe2 import simple_spread_v3
-
 import gymnasium as gym
+from mpe2 import simple_spread_v3
 
 from hdppo.team.graph import AgentGraph
 from hdppo.team.scenario import Layer, Scenario

@@ -18,8 +18,9 @@ The +1 reads `GridBatch.last_claim`; under another BatchedEnv only the shaping t
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np

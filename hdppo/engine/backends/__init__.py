@@ -8,8 +8,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from hdppo.errors import HdppoError
 from hdppo.engine.params import ParamStore
+from hdppo.errors import HdppoError
 
 
 class WorkerError(HdppoError):

@@ -4,10 +4,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from hdppo.engine.params import MemoryParams
-from hdppo.engine.messages import WorkerSpec
-from hdppo.engine.worker import Worker
 from hdppo.engine.backends import Backend, apply_counters
+from hdppo.engine.messages import WorkerSpec
+from hdppo.engine.params import MemoryParams
+from hdppo.engine.worker import Worker
 
 
 class InlineBackend(Backend):

@@ -7,12 +7,12 @@ import signal
 import time
 import traceback
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, cast
 
-from hdppo.errors import HdppoError
-from hdppo.engine.params import SharedGrads, SharedParams
-from hdppo.engine.messages import GradResult, WorkerSpec
 from hdppo.engine.backends import Backend, WorkerError, apply_counters
+from hdppo.engine.messages import GradResult, WorkerSpec
+from hdppo.engine.params import SharedGrads, SharedParams
+from hdppo.errors import HdppoError
 
 START_TIMEOUT_S = 300.0
 
@@ -69,7 +69,7 @@ class ProcessBackend(Backend):
         self.n_workers = len(specs)
         self.timeouts: dict[str, float] = {}
         self._deadline: dict[int, float] = {}          # worker -> monotonic time its call must answer by
-        self.params = SharedParams(sizes=layer_sizes)
+        self.params: SharedParams = SharedParams(sizes=layer_sizes)
         self.grads = SharedGrads(self.n_workers, layer_sizes)
         ctx = mp.get_context("spawn")
         self._conns: list[Connection] = []
@@ -127,7 +127,7 @@ class ProcessBackend(Backend):
                 names = ", ".join(f"worker {w} ({m})" for w, m in self._busy.items())
                 raise WorkerError(f"no answer within {timeout:.0f} s from {names}",
                                   "check the scenario for a hang, or raise the timeout")
-        conn = ready[0]
+        conn = cast(Connection, ready[0])     # wait() hands back the connections it was given
         w = conns[conn]
         try:
             kind, payload = conn.recv()
@@ -162,7 +162,8 @@ class ProcessBackend(Backend):
         p = self._procs[w]
         p.join(timeout=1.0)
         return WorkerError(f"worker {w} (pid {p.pid}) died with exit code {p.exitcode} during "
-                           f"{self._busy.get(w, 'a call')}", "look for an out-of-memory kill or a crash in the scenario")
+                           f"{self._busy.get(w, 'a call')}",
+                           "look for an out-of-memory kill or a crash in the scenario")
 
     def close(self) -> None:
         for conn in self._conns:

@@ -36,12 +36,12 @@ from typing import Any
 
 import ray
 
-from hdppo.errors import HdppoError
-from hdppo.engine.config import train_config_from_dict
-from hdppo.engine.messages import GradResult, WorkerSpec
 from hdppo.engine.backends import Backend, WorkerError
 from hdppo.engine.backends.ray_actor import WORKER_ENV, WorkerActor
 from hdppo.engine.backends.ray_params import INLINE_BYTES, INLINE_TOTAL_BYTES, ActorParams, ParamBoard, RayParams
+from hdppo.engine.config import train_config_from_dict
+from hdppo.engine.messages import GradResult, WorkerSpec
+from hdppo.errors import HdppoError
 
 __all__ = ["RayBackend", "RayParams", "ParamBoard", "ActorParams", "WorkerActor", "INLINE_BYTES",
            "INLINE_TOTAL_BYTES", "LOST"]
@@ -70,7 +70,7 @@ class RayBackend(Backend):
         self.max_restarts = int(max_restarts)
         self.restarts = [0] * self.n_workers
         self.restart_log: list[dict[str, Any]] = []
-        self.params = RayParams()
+        self.params: RayParams = RayParams()
         self.node_ids: list[str] = [""] * self.n_workers   # where each worker's actor runs
         self.pids: list[int] = [0] * self.n_workers
         self._specs = [_portable(spec) for spec in specs]

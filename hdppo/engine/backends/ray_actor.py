@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import ray
 
-from hdppo.errors import HdppoError
+from hdppo.engine.backends.ray_params import ActorParams
 from hdppo.engine.messages import WorkerSpec
 from hdppo.engine.worker import Worker
-from hdppo.engine.backends.ray_params import ActorParams
+from hdppo.errors import HdppoError
 
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
               "NUMEXPR_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -52,6 +52,7 @@ class WorkerActor:
         return ("ok", {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()})
 
     def counters(self) -> dict[str, int]:
+        assert self.worker is not None            # asked only after ready() reported a started worker
         return {rt.info.name: rt.buffer.env_steps for rt in self.worker.layers if rt.trained}
 
     def call(self, method: str, args: tuple, meta: list, *flats: np.ndarray) -> tuple:
