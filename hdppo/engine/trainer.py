@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from hdppo import provenance
 from hdppo.engine.backends import make_backend
 from hdppo.engine.budget import StageBudget, plan_budget, starved
 from hdppo.engine.checkpoint import CheckpointError, check_compatible, load_checkpoint
@@ -126,6 +127,7 @@ class Trainer:
                   "layer_names": self.names, "stages": [s.__dict__ for s in self.stages]}
         try:
             _write_json(self.out / "config.json", config)
+            provenance.record(self.out)             # which code and packages made this run
             self.commit_now({}, "start")
         except OSError as exc:
             raise self.write_error(exc, "nothing (the run did not start)") from None

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from hdppo import provenance
 from hdppo.engine.metrics import read_csv
 from hdppo.stats import seeds_ci
 
@@ -270,6 +271,11 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command
     lines += ["", "Runs (exact commands):", ""]
     for v in plan.variants:
         lines += [f"- `{c}`" for c in summary["variants"][v.label]["commands"]]
+    lines += ["", "Made by (each run's `provenance.json`, and the code that wrote this report):", ""]
+    made = sorted({provenance.describe(provenance.read(plan.run_dir(v, s))) for v in plan.variants
+                   for s in plan.seeds})
+    lines += [f"- runs: {m}" for m in made]
+    lines.append(f"- report: {provenance.describe(provenance.provenance())}")
     return "\n".join(lines) + "\n"
 
 
