@@ -20,10 +20,10 @@ import numpy as np
 
 from hdppo import provenance
 
-PROBE = {"scenario": "skirmish", "layers": "all",
-         "overrides": {"layers": 1, "steps": 8192, "seed": 0, "workers": 1, "backend": "inline",
-                       "envs_per_worker": 8},
-         "eval": {"episodes": 40, "seed": 12345}}
+PROBE: dict[str, Any] = {"scenario": "skirmish", "layers": "all",
+                         "overrides": {"layers": 1, "steps": 8192, "seed": 0, "workers": 1, "backend": "inline",
+                                       "envs_per_worker": 8},
+                         "eval": {"episodes": 40, "seed": 12345}}
 OF_REPORT = "docs/evidence/skirmish.md (the flat arm, seed 0)"
 
 
