@@ -1,13 +1,35 @@
 """The statistics of a finished episode of one env copy."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from hdppo.team.hierarchy import HierarchyEnv
+import numpy as np
+
+from hdppo.team.interfaces import LayerInfo
+from hdppo.team.scenario import Layer
+from hdppo.team.vecenv import BatchedEnv
 
 
-def episode_stats(hier: HierarchyEnv, e: int) -> dict[str, Any]:
+class Episodes(Protocol):
+    """What episode statistics read of a HierarchyEnv (typed here so this module need not import it)."""
+
+    t: np.ndarray
+    unit_env_return: np.ndarray
+    specs: list[Layer]
+    layers: list[Any]
+    detailed_stats: bool
+    env: BatchedEnv
+    info: list[LayerInfo]
+    n_layers: int
+
+    @property
+    def idx(self) -> list[np.ndarray]: ...
+
+    @property
+    def struct(self) -> list[np.ndarray]: ...
+
+
+def episode_stats(hier: Episodes, e: int) -> dict[str, Any]:
     """Length, team return (the units' env rewards), each layer's mean node return, the env's own
     episode info; with `detailed_stats` also per-node returns and membership (hdppo check)."""
     stats: dict[str, Any] = {"env": int(e), "length": int(hier.t[e] + 1),
@@ -22,7 +44,7 @@ def episode_stats(hier: HierarchyEnv, e: int) -> dict[str, Any]:
     return stats
 
 
-def members(hier: HierarchyEnv, i: int, e: int) -> list[list[int]]:
+def members(hier: Episodes, i: int, e: int) -> list[list[int]]:
     """Unit indices under each node of layer i in copy e (this episode's grouping)."""
     groups = [[u] for u in range(len(hier.info[-1].nodes))]
     for j in reversed(range(i, hier.n_layers - 1)):

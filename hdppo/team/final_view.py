@@ -9,18 +9,33 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from hdppo.team import aggregate as agg
 
-if TYPE_CHECKING:
-    from hdppo.team.hierarchy import HierarchyEnv
+
+class Views(Protocol):
+    """What the final view swaps and calls in a HierarchyEnv (typed here so this module need not import it)."""
+
+    n_layers: int
+    alive: list[np.ndarray]
+    _feat: list[np.ndarray | None]
+    _goal_feat: list[np.ndarray | None]
+    _slot_alive: list[np.ndarray | None]
+
+    @property
+    def idx(self) -> list[np.ndarray]: ...
+
+    @property
+    def struct(self) -> list[np.ndarray]: ...
+
+    def decision_obs(self, i: int) -> np.ndarray: ...
 
 
 class FinalView:
-    def __init__(self, hier: HierarchyEnv, truncated_units: np.ndarray) -> None:
+    def __init__(self, hier: Views, truncated_units: np.ndarray) -> None:
         L = hier.n_layers
         self.hier = hier
         self.alive: list[np.ndarray] = [hier.alive[-1] | truncated_units]
