@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hdppo.cli import main
@@ -276,3 +277,28 @@ def test_train_in_worker_processes_stops_on_a_nan_observation(tmp_path):
     assert "worker 0" in proc.stderr
     assert "non-finite observation to unit 'u1'" in proc.stderr
     assert "fix" in proc.stderr
+
+
+def test_an_action_mask_on_a_non_discrete_action_space_is_refused_naming_the_fix():
+    """Masks apply to Discrete action spaces; a masked MultiDiscrete env used to crash on its first reset."""
+    import gymnasium as gym
+    from pettingzoo import ParallelEnv
+
+    from hdppo.errors import ScenarioError
+    from hdppo.team.vecenv import PettingZooBatch
+
+    class Masked(ParallelEnv):
+        metadata = {"name": "masked"}
+        possible_agents = ["a_0", "a_1"]
+
+        def observation_space(self, agent):
+            return gym.spaces.Dict({"observation": gym.spaces.Box(-1, 1, (3,)),
+                                    "action_mask": gym.spaces.Box(0, 1, (4,), dtype=np.int8)})
+
+        def action_space(self, agent):
+            return gym.spaces.MultiDiscrete([2, 2])
+
+    with pytest.raises(ScenarioError) as info:
+        PettingZooBatch(Masked, ["a_0", "a_1"], n_envs=1)
+    assert "action_mask" in info.value.problem and "MultiDiscrete" in info.value.problem
+    assert "Discrete action space" in info.value.fix

@@ -145,6 +145,12 @@ class PettingZooBatch(BatchedEnv):
         self._box_obs = isinstance(self._raw_obs_space, gym.spaces.Box)
         self.obs_space = flat_space(self._raw_obs_space)
         self.action_space = env0.action_space(self.units[0])
+        if self._dict_obs and not isinstance(self.action_space, gym.spaces.Discrete):
+            from hdppo.errors import ScenarioError
+            raise ScenarioError(f"unit {self.units[0]!r} observes an action_mask but its action space is "
+                                f"{self.action_space}: hdppo applies action masks to Discrete action spaces only",
+                                "give the units a Discrete action space, or drop the action_mask from their "
+                                "observations (a wrapper returning ob['observation'])")
         self.obs = np.zeros((n_envs, len(self.units), self.obs_space.shape[0]), dtype=np.float32)
         self.alive = np.zeros((n_envs, len(self.units)), dtype=bool)
         self.action_mask = self._base_mask()
@@ -180,7 +186,7 @@ class PettingZooBatch(BatchedEnv):
             if i is None:
                 continue
             if self._dict_obs:
-                # _base_mask gives dict observations a mask when the action space is Discrete (not checked otherwise)
+                # _base_mask gives dict observations a mask (their action space is Discrete: checked in __init__)
                 assert self.action_mask is not None and self._mask_base is not None
                 self.action_mask[e, i] = np.asarray(ob["action_mask"], dtype=bool) & self._mask_base[i]
                 ob = ob["observation"]
