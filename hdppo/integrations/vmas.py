@@ -196,9 +196,10 @@ class VmasBatch(BatchedEnv):
         was_alive = self.alive.copy()
         obs, rews, terminated, truncated, self._infos = self.env.step(self._actions(actions))
         new_obs = self._obs_array(obs)
-        rewards = self.torch.stack(rews, dim=1).cpu().numpy().astype(np.float32, copy=False)
-        term = terminated.cpu().numpy().astype(bool)
-        trunc = truncated.cpu().numpy().astype(bool) & ~term
+        rewards = self.torch.stack([r.reshape(self.n_envs) for r in rews], dim=1).cpu().numpy()   # some tasks give [E, 1]
+        rewards = rewards.astype(np.float32, copy=False)
+        term = terminated.reshape(self.n_envs).cpu().numpy().astype(bool)
+        trunc = truncated.reshape(self.n_envs).cpu().numpy().astype(bool) & ~term
         if was_alive.all():
             self.obs[:] = new_obs
         else:                                     # a copy left done (no autoreset) keeps its last view
