@@ -140,6 +140,11 @@ def test_task_end_is_terminal_and_time_limit_is_truncation():
     res = b.step(zero)
     assert res.terminated.all() and not res.truncated.any() and res.done.all() and not b.alive.any()
     assert b.episode_info(0)["terminated"] == 1.0
+    info = VmasBatch("balance", 2, seed=0, max_steps=3, **BALANCE)
+    info.reset(0)
+    for _ in range(3):
+        res = info.step(np.zeros((2, 3, 2), np.float32))
+    assert res.done.all() and set(info.episode_info(1)) == {"terminated", "pos_rew", "ground_rew"}
     b.reset_done(res.done)
     assert b.alive.all()
 
@@ -203,6 +208,14 @@ def test_unknown_task_names_the_known_ones():
     with pytest.raises(ScenarioError) as exc:
         VmasBatch("no_such_task", 2)
     assert "no task named 'no_such_task'" in exc.value.problem and "balance" in exc.value.fix
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_a_gpu_is_a_config_error():
+    from hdppo.errors import ConfigError
+    with pytest.raises(ConfigError) as exc:
+        VmasBatch("balance", 2, device="cuda", **BALANCE)
+    assert "sim_device=cpu" in exc.value.fix
 
 
 def test_missing_vmas_says_how_to_install(monkeypatch):

@@ -44,7 +44,7 @@ from ..vecenv import BatchedEnv, EnvStep
 
 INSTALL_FIX = "pip install 'hdppo[vmas]' (or: pip install vmas==1.5.2)"
 # fields of a vmas_scenario config that configure the adapter or the team, not the VMAS task
-ADAPTER_KEYS = ("max_steps", "continuous_actions", "device", "layers", "squad_size", "goals")
+ADAPTER_KEYS = ("max_steps", "continuous_actions", "sim_device", "layers", "squad_size", "goals")
 
 
 def import_vmas() -> Any:
@@ -83,11 +83,11 @@ def _make_task(task: Any) -> Any:
 def _device(device: str) -> Any:
     import torch
     if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device={device!r} but torch sees no CUDA device", "use device=cpu")
+        raise ConfigError(f"VMAS device {device!r} but torch sees no CUDA device", "use sim_device=cpu")
     try:
         return torch.device(device)
     except RuntimeError:
-        raise ConfigError(f"device={device!r} is not a torch device", "use device=cpu or device=cuda") from None
+        raise ConfigError(f"VMAS device {device!r} is not a torch device", "use sim_device=cpu or sim_device=cuda") from None
 
 
 class VmasBatch(BatchedEnv):
@@ -125,6 +125,7 @@ class VmasBatch(BatchedEnv):
         self.obs = np.zeros((E, U, D), np.float32)
         self.alive = np.zeros((E, U), bool)
         self._infos: list[dict] = []
+        self._info_means: dict[str, np.ndarray] | None = None
         self._terminated = np.zeros(E, bool)
 
     # ---- spaces -------------------------------------------------------------------------------
@@ -195,6 +196,7 @@ class VmasBatch(BatchedEnv):
     def step(self, actions: np.ndarray) -> EnvStep:
         was_alive = self.alive.copy()
         obs, rews, terminated, truncated, self._infos = self.env.step(self._actions(actions))
+        self._info_means = None
         new_obs = self._obs_array(obs)
         rewards = self.torch.stack([r.reshape(self.n_envs) for r in rews], dim=1).cpu().numpy()   # some tasks give [E, 1]
         rewards = rewards.astype(np.float32, copy=False)
@@ -220,13 +222,16 @@ class VmasBatch(BatchedEnv):
         return pos[..., :2].cpu().numpy()
 
     def episode_info(self, env_index: int) -> dict[str, float]:
+        if self._info_means is None:           # once per step: every info key, mean over agents, [E]
+            self._info_means = {}
+            for key in (self._infos[0] if self._infos else {}):
+                try:
+                    vals = [info[key].reshape(self.n_envs, -1).float().mean(dim=1) for info in self._infos]
+                    self._info_means[key] = self.torch.stack(vals, dim=1).mean(dim=1).cpu().numpy()
+                except (TypeError, RuntimeError, KeyError, AttributeError):
+                    continue                   # a non-numeric or oddly shaped info entry: skip it
         out = {"terminated": float(self._terminated[env_index])}
-        for key in (self._infos[0] if self._infos else {}):
-            vals = [info[key] for info in self._infos if key in info]
-            try:
-                out[key] = float(self.torch.stack([v[env_index].float().mean() for v in vals]).mean())
-            except (TypeError, RuntimeError, IndexError):
-                continue                           # a non-numeric or oddly shaped info entry: skip it
+        out.update({k: float(v[env_index]) for k, v in self._info_means.items()})
         return out
 
     def close(self) -> None:
@@ -279,11 +284,12 @@ def _field_type(value: Any) -> Any:
 
 def vmas_config(cls_name: str, *, max_steps: int = 100, continuous_actions: bool = True, layers: int = 1,
                 squad_size: int = 2, goals: int = 4, gamma: float = 0.99, **task: Any) -> type:
-    """A config dataclass: the adapter's keys (max_steps, continuous_actions, device), the team's
+    """A config dataclass: the adapter's keys (max_steps, continuous_actions, sim_device: where VMAS
+    simulates; not `device`, which `hdppo train` routes to the training config), the team's
     (layers 1 or 3, squad_size, goals) and one field per VMAS task parameter with its default."""
     from ..scenario import ScenarioConfig
     fields = [("max_steps", int, max_steps), ("continuous_actions", bool, continuous_actions),
-              ("device", str, "cpu"), ("layers", int, layers), ("squad_size", int, squad_size),
+              ("sim_device", str, "cpu"), ("layers", int, layers), ("squad_size", int, squad_size),
               ("goals", int, goals), ("gamma", float, gamma)]
     for key, value in task.items():
         if key in ADAPTER_KEYS or key in ("gamma", "w_ext", "w_int", "interval"):
@@ -304,7 +310,7 @@ def make_vmas_batch(task: Any, cfg: Any, n_envs: int, seed: int | None) -> VmasB
     if cfg.max_steps < 1:
         raise ConfigError(f"max_steps={cfg.max_steps}", "give VMAS tasks a time limit: max_steps >= 1")
     return VmasBatch(task, n_envs, max_steps=cfg.max_steps, continuous_actions=cfg.continuous_actions,
-                     device=cfg.device, seed=seed, **task_kwargs(cfg))
+                     device=cfg.sim_device, seed=seed, **task_kwargs(cfg))
 
 
 def team_graph(cfg: Any, agents: Sequence[str]) -> Any:
@@ -330,7 +336,7 @@ def vmas_scenario(task: Any, *, name: str | None = None, description: str = "",
                   make_graph: Callable[[Any, Sequence[str]], Any] | None = None, **defaults: Any) -> Any:
     """An hdppo Scenario over a VMAS task (a name from vmas.scenarios or a BaseScenario subclass).
 
-    `defaults` set the config: `max_steps`, `continuous_actions`, `layers` (1 flat, 3 commander ->
+    `defaults` set the config: `max_steps`, `continuous_actions`, `sim_device`, `layers` (1 flat, 3 commander ->
     squads -> units), `squad_size`, `goals`, `gamma`, and any other key is a VMAS task parameter
     (`n_agents=4`), overridable with key=value like every scenario key. `make_layers(cfg)` /
     `make_graph(cfg, agents)` replace the generic team (team_layers / team_graph) with your own.
