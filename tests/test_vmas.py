@@ -204,6 +204,14 @@ def test_training_the_squads_writes_checkpoints(tmp_path, capsys):
         assert (out / "checkpoints" / layer / "meta.json").is_file()
 
 
+def test_scenarios_lists_the_vmas_scenarios(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    rc, out, _ = cli(capsys, "scenarios")
+    assert rc == 0
+    for name in ("vmas_balance", "vmas_navigation", "vmas_transport", "vmas_simple_spread", "vmas_transport_squads"):
+        assert name in out and "does not load" not in out
+
+
 def test_unknown_task_names_the_known_ones():
     with pytest.raises(ScenarioError) as exc:
         VmasBatch("no_such_task", 2)
