@@ -226,6 +226,12 @@ def test_cuda_without_a_gpu_is_a_config_error():
     assert "sim_device=cpu" in exc.value.fix
 
 
+def test_a_task_parameter_vmas_does_not_use_is_an_error():
+    with pytest.raises(ScenarioError) as exc:
+        VmasBatch("balance", 1, n_agents=3, pakage_mass=5)
+    assert "pakage_mass" in exc.value.problem
+
+
 def test_missing_vmas_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "vmas", None)           # `import vmas` now raises ImportError
     with pytest.raises(ScenarioError) as exc:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
@@ -103,18 +104,28 @@ class VmasBatch(BatchedEnv):
         self.torch = torch
         self.device = _device(device)
         scenario = _make_task(task)
+        name = task if isinstance(task, str) else type(scenario).__name__
         try:
-            self.env = make_env(scenario, num_envs=int(n_envs), device=self.device,
-                                continuous_actions=bool(continuous_actions), max_steps=max_steps, seed=seed,
-                                terminated_truncated=True, **task_kwargs)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self.env = make_env(scenario, num_envs=int(n_envs), device=self.device,
+                                    continuous_actions=bool(continuous_actions), max_steps=max_steps, seed=seed,
+                                    terminated_truncated=True, **task_kwargs)
         except (TypeError, ValueError, AssertionError) as exc:
-            name = task if isinstance(task, str) else type(scenario).__name__
             raise ScenarioError(f"VMAS could not build task {name!r} with {task_kwargs}: {exc}",
-                                "check the task's parameters (VMAS names any it did not use)") from None
+                                "check the task's parameters") from None
+        for w in caught:
+            if "not used by the scenario" in str(w.message):     # VMAS only warns about unknown parameters
+                raise ScenarioError(f"VMAS task {name!r}: {w.message}",
+                                    "drop or rename that parameter (see the task's make_world in vmas.scenarios)")
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         self.n_envs = E = int(n_envs)
         agents = self.env.agents
         self.units = [a.name for a in agents]
         U = len(self.units)
+        if not all(type(sp).__name__ == "Box" and len(sp.shape) == 1 for sp in self.env.observation_space):
+            raise ScenarioError(f"VMAS task {task!r} gives non-vector observations {self.env.observation_space}",
+                                "make the task's observation() return one flat tensor [E, D] per agent")
         self._widths = [int(sp.shape[0]) for sp in self.env.observation_space]
         D = max(self._widths)
         self._padded = len(set(self._widths)) > 1
