@@ -37,7 +37,11 @@ def main() -> None:
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--task-param", action="append", default=[], help="KEY=INT task parameter override")
     p.add_argument("--out", required=True)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default, one per core)")
     a = p.parse_args()
+    if a.threads > 0:
+        import torch
+        torch.set_num_threads(a.threads)
 
     from benchmarl.algorithms import IppoConfig, MappoConfig
     from benchmarl.environments import VmasTask
@@ -70,7 +74,8 @@ def main() -> None:
         "eval_curve": [((s + 1) * frames_per_iter, v) for s, v in evals],
         "train_curve": [((s + 1) * frames_per_iter, v) for s, v in train],
         "task_config": dict(task.config), "gamma": cfg.gamma, "eval_episodes": cfg.evaluation_episodes,
-        "deterministic_eval": cfg.evaluation_deterministic_actions,
+        "deterministic_eval": cfg.evaluation_deterministic_actions, "torch_threads": __import__("torch").get_num_threads(),
+        "timers": {k: sum(v for _, v in read_scalar(out, f"timers_{k}_time")) for k in ("collection", "training", "evaluation")},
     }
     (out / "result.json").write_text(json.dumps(result, indent=1, default=str))
 

@@ -99,12 +99,14 @@ def commit() -> str:
 
 
 # ---- one run ---------------------------------------------------------------------------------------
-def run_benchmarl(python: Path, task: str, arm: str, seed: int, frames: int, interval: int, folder: Path) -> None:
+def run_benchmarl(python: Path, task: str, arm: str, seed: int, frames: int, interval: int, folder: Path,
+                  threads: int) -> None:
     params = [f"--task-param={k}={v}" for k, v in TASKS[task][2].items()]
     cmd = [str(python), str(Path(__file__).with_name("_benchmarl_run.py")), "--task", task,
            "--algo", arm.split("_")[1], "--frames", str(frames), "--eval-interval", str(interval),
-           "--seed", str(seed), "--out", str(folder), *params]
-    wall = sh(cmd, folder / "log.txt")
+           "--seed", str(seed), "--out", str(folder), "--threads", str(threads), *params]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads > 0 else None
+    wall = sh(cmd, folder / "log.txt", env)
     result = json.loads((folder / "result.json").read_text())
     result.update(process_wall_s=wall, command=shlex.join(cmd))      # wall_s: BenchMARL's Experiment.run alone
     (folder / "result.json").write_text(json.dumps(result, indent=1))
@@ -181,7 +183,9 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
     lines += ["# hdppo vs BenchMARL on VMAS", "",
               f"Budget: {args.frames:,} frames per run (BenchMARL rounds to its 6,000-frame batches; hdppo to whole "
               f"collection rounds: the frames column says what ran), seeds {args.seed_list}, "
-              f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores.", "",
+              f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
+              f"{os.getloadavg()[0]:.1f} when the report was written. BenchMARL torch threads: "
+              f"{args.benchmarl_threads or 'torch default'}; hdppo: its default workers, 1 torch thread each.", "",
               "Command:", "", "```bash", command, "```", "",
               f"Commit: `{commit()}`. hdppo venv: `{json.dumps(versions(sys.executable))}`. "
               f"BenchMARL venv: `{json.dumps(versions(str(bm_python)) if bm_python else 'not used')}`.", "",
@@ -225,6 +229,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--write", default=str(ROOT / "docs" / "evidence"), help="where external.md and the PNGs go")
     p.add_argument("--runs", default=str(ROOT / "runs" / "vs_benchmarl"), help="run folders (reused when finished)")
     p.add_argument("--fresh", action="store_true", help="redo runs that already have a result")
+    p.add_argument("--benchmarl-threads", type=int, default=0,
+                   help="torch threads of BenchMARL's process (0: torch's default, one per core, as published; "
+                        "1 is much faster on a machine other jobs load, see README.md)")
     args = p.parse_args(argv)
     tasks = [t for t in args.tasks.split(",") if t]
     arms = [a for a in args.arms.split(",") if a]
@@ -249,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
                     folder.mkdir(parents=True)
                     print(f"run {task} {arm} seed {seed} ({args.frames:,} frames) -> {folder}", flush=True)
                     if arm.startswith("benchmarl"):
-                        run_benchmarl(bm_python, task, arm, seed, args.frames, interval, folder)
+                        run_benchmarl(bm_python, task, arm, seed, args.frames, interval, folder, args.benchmarl_threads)
                     else:
                         run_hdppo(task, arm, seed, args.frames, folder)
                     r = json.loads(done.read_text())
