@@ -3,12 +3,12 @@
 `VmasBatch` wraps ONE `vmas.make_env(task, num_envs=E, ...)`: the E copies step as one batch of
 torch ops, on the CPU or a CUDA device, with no per-copy Python loop in `step`. Once per step the
 adapter converts the agents' observations and rewards to numpy ([E, U, D] / [E, U]): hdppo's
-policies run on numpy arrays on the CPU today, so with `device="cuda"` the simulator runs on the
-GPU and its outputs cross to the host once per step.
+policies run on numpy arrays on the CPU today, so with `device="cuda"` (a vmas_scenario's
+`sim_device=cuda`) the simulator runs on the GPU and its outputs cross to the host once per step.
 
 `vmas_scenario(task, ...)` turns any VMAS task (a name from `vmas.scenarios`, or your own
 `BaseScenario` subclass) into an hdppo `Scenario`: a config dataclass holding the task's
-parameters, a flat team, or commander -> squads -> units when `squad_size` is given.
+parameters, a flat team (`layers=1`), or commander -> squads of `squad_size` -> units (`layers=3`).
 
 Mapping (VMAS -> hdppo):
 - observations: each agent's tensor [E, D_i] -> `obs` [E, U, D] float32 (narrower agents are
