@@ -3,7 +3,6 @@ train, and it fails clearly without VMAS or with an unknown task."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,10 +13,12 @@ from hdppo.errors import ScenarioError
 vmas = pytest.importorskip("vmas")
 torch = pytest.importorskip("torch")
 
-from cli_helpers import cli  # noqa: E402
-from hdppo.integrations.vmas import VmasBatch, vmas_scenario  # noqa: E402
 from vmas.simulator.core import Agent, Sphere, World  # noqa: E402
 from vmas.simulator.scenario import BaseScenario  # noqa: E402
+
+from hdppo.integrations.vmas import VmasBatch, vmas_scenario  # noqa: E402
+
+from cli_helpers import cli  # noqa: E402
 
 BALANCE = dict(n_agents=3, package_mass=5, random_package_pos_on_line=True)
 

@@ -74,8 +74,10 @@ def main() -> None:
         "eval_curve": [((s + 1) * frames_per_iter, v) for s, v in evals],
         "train_curve": [((s + 1) * frames_per_iter, v) for s, v in train],
         "task_config": dict(task.config), "gamma": cfg.gamma, "eval_episodes": cfg.evaluation_episodes,
-        "deterministic_eval": cfg.evaluation_deterministic_actions, "torch_threads": __import__("torch").get_num_threads(),
-        "timers": {k: sum(v for _, v in read_scalar(out, f"timers_{k}_time")) for k in ("collection", "training", "evaluation")},
+        "deterministic_eval": cfg.evaluation_deterministic_actions,
+        "torch_threads": __import__("torch").get_num_threads(),
+        "timers": {k: sum(v for _, v in read_scalar(out, f"timers_{k}_time"))
+                   for k in ("collection", "training", "evaluation")},
     }
     (out / "result.json").write_text(json.dumps(result, indent=1, default=str))
 

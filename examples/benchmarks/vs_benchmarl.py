@@ -241,7 +241,8 @@ def main(argv: list[str] | None = None) -> None:
     args.frames = -(-args.frames // FRAMES_PER_BATCH) * FRAMES_PER_BATCH
     args.seed_list = list(range(args.seeds))
     interval = max(FRAMES_PER_BATCH, args.frames // 10 // FRAMES_PER_BATCH * FRAMES_PER_BATCH)
-    command = shlex.join(["python", "examples/benchmarks/vs_benchmarl.py", *(argv if argv is not None else sys.argv[1:])])
+    given = argv if argv is not None else sys.argv[1:]
+    command = shlex.join(["python", "examples/benchmarks/vs_benchmarl.py", *given])
     bm_python = ensure_benchmarl() if any(a.startswith("benchmarl") for a in arms) else None
     results: dict[str, dict[str, list[dict]]] = {}
     for task in tasks:

@@ -35,7 +35,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import warnings
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -65,7 +66,7 @@ def vmas_task_names() -> list[str]:
 
 def _make_task(task: Any) -> Any:
     """A fresh VMAS scenario object: by name, from a BaseScenario subclass, or the object itself."""
-    vmas = import_vmas()
+    import_vmas()
     if isinstance(task, str):
         if task not in vmas_task_names():
             raise ScenarioError(f"VMAS has no task named {task!r}",
@@ -88,7 +89,8 @@ def _device(device: str) -> Any:
     try:
         return torch.device(device)
     except RuntimeError:
-        raise ConfigError(f"VMAS device {device!r} is not a torch device", "use sim_device=cpu or sim_device=cuda") from None
+        raise ConfigError(f"VMAS device {device!r} is not a torch device",
+                          "use sim_device=cpu or sim_device=cuda") from None
 
 
 class VmasBatch(BatchedEnv):
@@ -209,7 +211,8 @@ class VmasBatch(BatchedEnv):
         obs, rews, terminated, truncated, self._infos = self.env.step(self._actions(actions))
         self._info_means = None
         new_obs = self._obs_array(obs)
-        rewards = self.torch.stack([r.reshape(self.n_envs) for r in rews], dim=1).cpu().numpy()   # some tasks give [E, 1]
+        # some tasks give rewards [E, 1]
+        rewards = self.torch.stack([r.reshape(self.n_envs) for r in rews], dim=1).cpu().numpy()
         rewards = rewards.astype(np.float32, copy=False)
         term = terminated.reshape(self.n_envs).cpu().numpy().astype(bool)
         trunc = truncated.reshape(self.n_envs).cpu().numpy().astype(bool) & ~term
@@ -222,7 +225,7 @@ class VmasBatch(BatchedEnv):
         tr_units = was_alive & trunc[:, None]
         self.alive &= ~(t_units | tr_units)
         self._terminated |= term & was_alive.any(axis=1)
-        return EnvStep(rewards, t_units, tr_units, ~self.alive.any(axis=1))
+        return EnvStep(rewards, t_units, tr_units, np.asarray(~self.alive.any(axis=1)))
 
     def state(self) -> np.ndarray:
         return self.obs.reshape(self.n_envs, -1).copy()
