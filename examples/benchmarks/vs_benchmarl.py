@@ -1,0 +1,274 @@
+"""hdppo side by side with BenchMARL (MAPPO, IPPO) on VMAS tasks, same machine, same frame budget.
+
+    python examples/benchmarks/vs_benchmarl.py --frames 1002000 --seeds 3
+    python examples/benchmarks/vs_benchmarl.py --frames 24000 --seeds 1 --tasks balance --write /tmp/smoke
+
+Run it with hdppo's venv active (it needs `hdppo` and vmas). BenchMARL lives in its own venv,
+`.venv-benchmarl/` at the repository root, made on first use (`benchmarl==1.5.2`, `vmas==1.5.2`
+and the torch version of hdppo's venv, CPU; BenchMARL is never installed into hdppo's venv).
+
+Arms: `benchmarl_mappo`, `benchmarl_ippo` (BenchMARL's published default configs, only the frame
+budget, seed and evaluation interval set; see _benchmarl_run.py), `hdppo_flat` (hdppo's default:
+shared policy, centralized critic), `hdppo_flat_decentralized` (`centralized=false`, IPPO-like),
+`hdppo_squads` (`layers=3`: commander -> squads of 2 -> units with learned discrete goals, no
+intrinsic reward; only tasks with 4+ agents). Tasks: VMAS balance, navigation, transport (BenchMARL's
+default task parameters, both sides) and simple_spread (VMAS's port of MPE simple_spread on BOTH
+sides, 3 agents, 25 steps: BenchMARL's PettingZoo MPE tasks import `pettingzoo.mpe`, gone from
+pettingzoo 1.25+, and VMAS keeps the two sides on one simulator). Both sides: gamma 0.99, continuous
+actions, the same max steps.
+
+"Return" is BenchMARL's: an agent's rewards summed over an episode, averaged over agents, then over
+the evaluation episodes (10, deterministic actions, on both sides). hdppo's team return (the sum
+over units) is divided by the number of agents. Curves are training-episode returns (BenchMARL's
+`collection/reward/episode_reward_mean`, hdppo's run.csv `team_return` / agents) against frames.
+A frame is one env step of one copy (all agents act), on both sides. BenchMARL collects 6000
+frames per iteration, so the budget is rounded up to a multiple of 6000; hdppo runs whole
+collection rounds (2,048 steps with 2 workers x 16 copies) and its exact count is recorded.
+Wall-clock is the whole training process on both sides (start-up included); BenchMARL's includes
+its periodic evaluations, hdppo's final evaluation is not included.
+
+Finished runs (RUNS/TASK/ARM/seed_S/result.json) are reused; `--fresh` redoes them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARL_VENV = ROOT / ".venv-benchmarl"
+BENCHMARL_PACKAGES = ["benchmarl==1.5.2", "vmas==1.5.2"]
+FRAMES_PER_BATCH = 6000          # BenchMARL's on_policy_collected_frames_per_batch default
+# task -> (hdppo scenario, number of agents, task parameters fixed on both sides beyond BenchMARL's YAML)
+TASKS = {
+    "balance": ("vmas_balance", 4, {}),
+    "navigation": ("vmas_navigation", 3, {}),
+    "transport": ("vmas_transport", 4, {}),
+    "simple_spread": ("vmas_simple_spread", 3, {"max_steps": 25}),
+}
+ARMS = ["benchmarl_mappo", "benchmarl_ippo", "hdppo_flat", "hdppo_flat_decentralized", "hdppo_squads"]
+HDPPO_ARGS = {"hdppo_flat": [], "hdppo_flat_decentralized": ["centralized=false"],
+              "hdppo_squads": ["--layer", "all", "layers=3", "squad_size=2"]}
+
+
+def sh(cmd: list[str], log: Path | None = None, env: dict | None = None) -> float:
+    """Run a command (output to `log`), fail loudly; the wall-clock seconds it took."""
+    start = time.perf_counter()
+    with open(log, "w") if log else open(os.devnull, "w") as f:
+        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+    if rc != 0:
+        sys.exit(f"failed (exit {rc}): {shlex.join(cmd)}" + (f"\n  see {log}" if log else ""))
+    return time.perf_counter() - start
+
+
+def ensure_benchmarl() -> Path:
+    """BenchMARL's own venv, made on first use with hdppo's torch version (CPU) pinned."""
+    python = BENCHMARL_VENV / "bin" / "python"
+    if python.exists():
+        return python
+    import torch
+    torch_pin = f"torch=={torch.__version__.split('+')[0]}"
+    print(f"making BenchMARL's venv {BENCHMARL_VENV} ({torch_pin}, {', '.join(BENCHMARL_PACKAGES)})", flush=True)
+    sh([sys.executable, "-m", "venv", str(BENCHMARL_VENV)])
+    sh([str(python), "-m", "pip", "install", "-q", torch_pin, *BENCHMARL_PACKAGES])
+    return python
+
+
+def versions(python: str) -> dict[str, str]:
+    code = ("import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
+            "('torch', 'vmas', 'benchmarl', 'torchrl', 'tensordict', 'hdppo', 'numpy') "
+            "if __import__('importlib.util').util.find_spec(p.replace('-', '_'))}))")
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    return json.loads(out.stdout) if out.returncode == 0 else {"error": out.stderr[-200:]}
+
+
+def commit() -> str:
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return out.stdout.strip() + ("+uncommitted changes" if dirty else "")
+
+
+# ---- one run ---------------------------------------------------------------------------------------
+def run_benchmarl(python: Path, task: str, arm: str, seed: int, frames: int, interval: int, folder: Path,
+                  threads: int) -> None:
+    params = [f"--task-param={k}={v}" for k, v in TASKS[task][2].items()]
+    cmd = [str(python), str(Path(__file__).with_name("_benchmarl_run.py")), "--task", task,
+           "--algo", arm.split("_")[1], "--frames", str(frames), "--eval-interval", str(interval),
+           "--seed", str(seed), "--out", str(folder), "--threads", str(threads), *params]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads > 0 else None
+    wall = sh(cmd, folder / "log.txt", env)
+    result = json.loads((folder / "result.json").read_text())
+    result.update(process_wall_s=wall, command=shlex.join(cmd))      # wall_s: BenchMARL's Experiment.run alone
+    (folder / "result.json").write_text(json.dumps(result, indent=1))
+
+
+def run_hdppo(task: str, arm: str, seed: int, frames: int, folder: Path) -> None:
+    scenario, n_agents, fixed = TASKS[task]
+    run = folder / "run"
+    cmd = ["hdppo", "train", scenario, "--steps", str(frames), "--seed", str(seed), "--no-progress",
+           "--out", str(run), *HDPPO_ARGS[arm], *[f"{k}={v}" for k, v in fixed.items()]]
+    wall = sh(cmd, folder / "log.txt")
+    ev = ["hdppo", "eval", str(run), "--episodes", "10", "--deterministic", "--json", "--seed", str(1000 + seed)]
+    out = subprocess.run(ev, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"failed: {shlex.join(ev)}\n{out.stderr[-2000:]}")
+    evaluation = json.loads(out.stdout[out.stdout.index("{"):])
+    import csv
+    with open(run / "metrics" / "run.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    steps = int(float(rows[-1]["env_steps"])) if rows else frames
+    curve = [(int(float(r["env_steps"])), float(r["team_return"]) / n_agents) for r in rows
+             if r.get("team_return") not in (None, "", "nan")]
+    import re
+    trained = re.findall(r"env steps in ([\d.]+) s", (folder / "log.txt").read_text())
+    result = {"framework": "hdppo", "arm": arm, "task": task, "seed": seed, "frames": steps,
+              "wall_s": sum(float(t) for t in trained) if trained else wall,
+              "process_wall_s": wall, "fps": steps / wall, "final_return": evaluation["team_return"][0] / n_agents,
+              "train_curve": curve, "eval_curve": [(steps, evaluation["team_return"][0] / n_agents)],
+              "command": shlex.join(cmd), "eval_command": shlex.join(ev), "gamma": 0.99, "eval_episodes": 10,
+              "deterministic_eval": True}
+    (folder / "result.json").write_text(json.dumps(result, indent=1))
+
+
+def arms_for(task: str, arms: list[str]) -> list[str]:
+    return [a for a in arms if a != "hdppo_squads" or TASKS[task][1] >= 4]
+
+
+# ---- the report ------------------------------------------------------------------------------------
+def plot(task: str, results: dict[str, list[dict]], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, (arm, runs) in enumerate(results.items()):
+        for k, r in enumerate(runs):
+            if r["train_curve"]:
+                x, y = zip(*r["train_curve"])
+                ax.plot(x, y, color=f"C{i}", alpha=0.8, lw=1.2, ls="-" if arm.startswith("hdppo") else "--",
+                        label=arm if k == 0 else None)
+            fx, fy = r["eval_curve"][-1] if r["eval_curve"] else (None, None)
+            if fx is not None:
+                ax.plot([fx], [fy], marker="o", color=f"C{i}")
+    ax.set_xlabel("frames (env steps of one copy)")
+    ax.set_ylabel("per-agent episode return")
+    ax.set_title(f"{task}: training returns (lines), final deterministic evaluation (dots)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def fmt(x: float | None) -> str:
+    return "-" if x is None or not np.isfinite(x) else f"{x:.3f}"
+
+
+def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_python: Path | None) -> Path:
+    from hdppo.stats import mean_ci
+    out.mkdir(parents=True, exist_ok=True)
+    smoke = args.frames < 1_000_000
+    lines = []
+    if smoke:
+        lines += [f"> **Smoke run, not evidence**: {args.frames:,} frames per run, {len(args.seed_list)} seed(s). "
+                  "The comparison the issue asks for needs >= 1M frames per run and 3 seeds.", ""]
+    lines += ["# hdppo vs BenchMARL on VMAS", "",
+              f"Budget: {args.frames:,} frames per run (BenchMARL rounds to its 6,000-frame batches; hdppo to whole "
+              f"collection rounds: the frames column says what ran), seeds {args.seed_list}, "
+              f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
+              f"{os.getloadavg()[0]:.1f} when the report was written. BenchMARL torch threads: "
+              f"{args.benchmarl_threads or 'torch default'}; hdppo: its default workers, 1 torch thread each.", "",
+              "Command:", "", "```bash", command, "```", "",
+              f"Commit: `{commit()}`. hdppo venv: `{json.dumps(versions(sys.executable))}`. "
+              f"BenchMARL venv: `{json.dumps(versions(str(bm_python)) if bm_python else 'not used')}`.", "",
+              "Return: an agent's rewards summed over an episode, averaged over agents and over 10 deterministic "
+              "evaluation episodes after training (BenchMARL's `eval/reward/episode_reward_mean` at its last "
+              "evaluation; hdppo's `hdppo eval --deterministic` team return / agents). Interval: percentile "
+              "bootstrap over the seeds' final returns, task by task (a stratified bootstrap with one stratum "
+              "per task; one seed has none). Wall-clock: the training process, start-up included (frames/s "
+              "and the ratio use it; ratio = benchmarl_mappo's mean wall-clock / the arm's); training s: "
+              "BenchMARL's `Experiment.run()` (its periodic evaluations included), hdppo's training stages "
+              "as its log reports them (start-up and the final evaluation excluded).", ""]
+    for task, by_arm in results.items():
+        lines += [f"## {task}", "", f"![{task}]({task}.png)", "",
+                  "| arm | frames | final return per seed | mean [95% CI] | wall-clock s | training s | frames/s "
+                  "| wall vs MAPPO |", "|---|---|---|---|---|---|---|---|"]
+        ref = by_arm.get("benchmarl_mappo")
+        ref_wall = float(np.mean([r["process_wall_s"] for r in ref])) if ref else None
+        for arm, runs in by_arm.items():
+            finals = [r["final_return"] for r in runs if r["final_return"] is not None]
+            m, lo, hi = mean_ci(finals) if finals else (float("nan"),) * 3
+            wall = float(np.mean([r["process_wall_s"] for r in runs]))
+            ci = f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]" if len(finals) > 1 else fmt(m)
+            ratio = f"{ref_wall / wall:.2f}x" if ref_wall else "-"
+            train = float(np.mean([r["wall_s"] for r in runs]))
+            lines.append(f"| {arm} | {runs[0]['frames']:,} | {', '.join(fmt(f) for f in finals)} | {ci} | "
+                         f"{wall:.0f} | {train:.0f} | {np.mean([r['frames'] / r['process_wall_s'] for r in runs]):.0f} "
+                         f"| {ratio} |")
+        plot(task, by_arm, out / f"{task}.png")
+        lines.append("")
+    path = out / "external.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--frames", type=int, default=1_002_000, help="env frames per run (default 1,002,000)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    p.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated, from {', '.join(TASKS)}")
+    p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, from {', '.join(ARMS)}")
+    p.add_argument("--write", default=str(ROOT / "docs" / "evidence"), help="where external.md and the PNGs go")
+    p.add_argument("--runs", default=str(ROOT / "runs" / "vs_benchmarl"), help="run folders (reused when finished)")
+    p.add_argument("--fresh", action="store_true", help="redo runs that already have a result")
+    p.add_argument("--benchmarl-threads", type=int, default=0,
+                   help="torch threads of BenchMARL's process (0: torch's default, one per core, as published; "
+                        "1 is much faster on a machine other jobs load, see README.md)")
+    args = p.parse_args(argv)
+    tasks = [t for t in args.tasks.split(",") if t]
+    arms = [a for a in args.arms.split(",") if a]
+    bad = [t for t in tasks if t not in TASKS] + [a for a in arms if a not in ARMS]
+    if bad:
+        sys.exit(f"unknown task or arm {bad}: tasks {list(TASKS)}, arms {ARMS}")
+    args.frames = -(-args.frames // FRAMES_PER_BATCH) * FRAMES_PER_BATCH
+    args.seed_list = list(range(args.seeds))
+    interval = max(FRAMES_PER_BATCH, args.frames // 10 // FRAMES_PER_BATCH * FRAMES_PER_BATCH)
+    given = argv if argv is not None else sys.argv[1:]
+    command = shlex.join(["python", "examples/benchmarks/vs_benchmarl.py", *given])
+    bm_python = ensure_benchmarl() if any(a.startswith("benchmarl") for a in arms) else None
+    results: dict[str, dict[str, list[dict]]] = {}
+    for task in tasks:
+        for arm in arms_for(task, arms):
+            for seed in args.seed_list:
+                folder = Path(args.runs) / task / arm / f"seed_{seed}"
+                done = folder / "result.json"
+                if done.exists() and not args.fresh and json.loads(done.read_text()).get("frames_asked") == args.frames:
+                    print(f"reuse {folder}", flush=True)
+                else:
+                    shutil.rmtree(folder, ignore_errors=True)      # an unfinished or --fresh run starts over
+                    folder.mkdir(parents=True)
+                    print(f"run {task} {arm} seed {seed} ({args.frames:,} frames) -> {folder}", flush=True)
+                    if arm.startswith("benchmarl"):
+                        run_benchmarl(bm_python, task, arm, seed, args.frames, interval, folder, args.benchmarl_threads)
+                    else:
+                        run_hdppo(task, arm, seed, args.frames, folder)
+                    r = json.loads(done.read_text())
+                    r["frames_asked"] = args.frames
+                    done.write_text(json.dumps(r, indent=1))
+                r = json.loads(done.read_text())
+                print(f"  final return {fmt(r['final_return'])}, {r['process_wall_s']:.0f} s, "
+                      f"{r['frames'] / r['process_wall_s']:.0f} frames/s", flush=True)
+                results.setdefault(task, {}).setdefault(arm, []).append(r)
+    print(f"wrote {report(results, args, Path(args.write), command, bm_python)}")
+
+
+if __name__ == "__main__":
+    main()
