@@ -233,7 +233,8 @@ def run_minutes(plan: EvidencePlan) -> float:
     return float(np.mean(list(times.values()))) / 60.0 if times else float("nan")
 
 
-def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command: str) -> str:
+def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command: str,
+             made: dict[str, Any] | None = None) -> str:
     """The report: command, settings, final outcome table with CIs, curves, steps-to-target."""
     hier, flat = plan.variants[0].label, plan.variants[-1].label
     lines = [f"# Evidence: {plan.scenario}, {hier} vs {flat}", "",
@@ -272,10 +273,10 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command
     for v in plan.variants:
         lines += [f"- `{c}`" for c in summary["variants"][v.label]["commands"]]
     lines += ["", "Made by (each run's `provenance.json`, and the code that wrote this report):", ""]
-    made = sorted({provenance.describe(provenance.read(plan.run_dir(v, s))) for v in plan.variants
+    runs = sorted({provenance.describe(provenance.read(plan.run_dir(v, s))) for v in plan.variants
                    for s in plan.seeds})
-    lines += [f"- runs: {m}" for m in made]
-    lines.append(f"- report: {provenance.describe(provenance.provenance())}")
+    lines += [f"- runs: {m}" for m in runs]
+    lines.append(f"- report: {provenance.describe(made or provenance.provenance())}")
     return "\n".join(lines) + "\n"
 
 
@@ -303,13 +304,14 @@ def main(plan: EvidencePlan, script: str, argv: list[str] | None = None) -> dict
         if not sep or not label or "/" in label:
             p.error(f"--variant {spec!r}: write LABEL=ARGS, e.g. 'no-shaping=layers=3 w_int.low=0'")
         plan.variants.insert(len(plan.variants) - 1, Variant(label, shlex.split(rest)))
+    made = provenance.provenance()          # before this report writes its own files into the checkout
     if not args.report_only:
         train_all(plan)
     summary = summarize(plan)
     write = Path(args.write) if args.write else plan.out
     name = f"{plan.scenario}-{args.tag}" if args.tag else plan.scenario
     png = plot_evidence(plan, summary, write / f"{name}.png")
-    text = markdown(plan, summary, png.name, command)
+    text = markdown(plan, summary, png.name, command, made)
     (write / f"{name}.md").write_text(text)
     (plan.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(text)
