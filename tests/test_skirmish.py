@@ -263,3 +263,26 @@ def test_bad_config_is_refused_with_a_fix(bad, word):
     with pytest.raises(ScenarioError) as err:
         SkirmishBatch(cfg_with(**bad), 1)
     assert word in str(err.value) and "fix:" in str(err.value)
+
+
+def test_flat_shaping_is_the_goal_shaping_with_the_nearest_enemy_as_goal():
+    """A flat team's optional shaping (w_int.low): -(distance to the nearest living enemy beyond the
+    unit's range) + 2 x that enemy's hp lost this step; 0 unless w_int.low is set."""
+    from hdppo.scenarios.skirmish import _Layout, flat_intrinsic
+    from hdppo.team.scenario import LayerContext
+    cfg = cfg_with()
+    env = SkirmishBatch(cfg, 1, seed=0)
+    place(env, {2: (5, 5), 3: (5, 6), 0: (12, 5)}, {0: (8, 5)}, enemy_hp={0: 0.5})
+    before = env.obs.copy()
+    env.step(act(env, u2=N_MOVES))                                   # unit 2 (ranged, range 5) hits enemy 0
+    r = flat_intrinsic(_Layout(cfg))(LayerContext(env.obs, env.alive, prev_features=before))
+    hp = env.o_enemy + 2                                              # enemy 0's hp fraction in a unit's obs
+    lost = before[0, 2, hp] - env.obs[0, 2, hp]
+    assert lost > 0
+    assert r[0, 2] == pytest.approx(2.0 * lost, rel=1e-5)             # in range: only the damage term
+    melee_gap = (12 - 8 - cfg.melee_range) / cfg.size                 # unit 0 is melee, 4 away from enemy 0
+    assert r[0, 0] == pytest.approx(-melee_gap + 2.0 * lost, rel=1e-5)
+    spec = {s.name: s for s in SCENARIO.build_layers(SCENARIO.make_config({"layers": 1}))}["low"]
+    assert spec.intrinsic is not None and spec.w_int == 0.0
+    weighted = SCENARIO.build_layers(SCENARIO.make_config({"layers": 1, "w_int.low": 0.1}))[0]
+    assert weighted.w_int == 0.1

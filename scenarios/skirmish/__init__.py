@@ -158,6 +158,33 @@ def low_intrinsic(lay: _Layout):
     return intrinsic
 
 
+def flat_intrinsic(lay: _Layout):
+    """The units' goal shaping for a flat team, with the goal replaced by the nearest living enemy
+    (which needs no goals): -(its distance beyond the unit's attack range), plus 2 x the loss of hp
+    / alive of the enemy that was nearest before this step. Weight it with `w_int.low` (0 by default;
+    the 3-layer team's units use 0.1), so a flat team can get the same dense shaping."""
+    def nearest(f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        en = f[..., lay.enemy:lay.point].reshape(*f.shape[:2], lay.K, 4)
+        dist = np.where(en[..., 2] > 0, np.sqrt((en[..., :2] ** 2).sum(-1)), np.inf)
+        k = dist.argmin(-1)
+        return k, np.take_along_axis(dist, k[..., None], -1)[..., 0], en[..., 2]
+
+    def intrinsic(ctx: LayerContext) -> np.ndarray:
+        f = ctx.features
+        _, d, _ = nearest(f)
+        reach = lay.reach[(f[..., 3] > 0.5).astype(np.int64)]
+        r = np.where(np.isfinite(d), -np.maximum(d - reach, 0.0), 0.0)
+        prev = ctx.prev_features
+        if prev is not None:
+            k, d_prev, hp_prev = nearest(prev)
+            hp_now = f[..., lay.enemy:lay.point].reshape(*f.shape[:2], lay.K, 4)[..., 2]
+            pick = k[..., None]
+            loss = (np.take_along_axis(hp_prev, pick, -1) - np.take_along_axis(hp_now, pick, -1))[..., 0]
+            r = r + 2.0 * np.where(np.isfinite(d_prev), np.clip(loss, 0.0, 1.0), 0.0)
+        return r
+    return intrinsic
+
+
 def scripted_low(lay: _Layout):
     """Scripted unit: attack the legal target nearest its goal position; else hold if an enemy is in
     range (cooling down), or at the goal point / in range of the goal enemy; else move toward the
@@ -191,7 +218,7 @@ def layers(cfg: SkirmishConfig) -> list[Layer]:
     check_config(cfg)
     lay = _Layout(cfg)
     if cfg.layers == 1:
-        return [Layer("low", interval=1)]
+        return [Layer("low", interval=1, intrinsic=flat_intrinsic(lay), w_int=0.0)]
     low = Layer("low", interval=1, intrinsic=low_intrinsic(lay), w_int=0.1, scripted=scripted_low(lay))
     to_units = dict(choice="per_child", goal_features=unit_goal_features(lay), goal_features_space=GOAL_BOX,
                     goal_success=unit_goal_success(lay))
