@@ -76,3 +76,21 @@ def test_a_flat_team_that_never_improved_sets_no_target(tmp_path, monkeypatch):
     summary = ev.summarize(plan)
     assert summary["flat_improved"] is False and summary["hier_steps_to_target"] is None
     assert "no target" in ev.markdown(plan, summary, "x.png", "python x.py")
+
+
+def test_steps_to_target_per_seed_with_an_interval_across_the_seeds_that_reached_it(tmp_path):
+    from hdppo.tools.evidence import seed_steps_to_target
+    grid = np.linspace(0, 1000, 11)
+    runs = []
+    for i, reach_at in enumerate([300, 500, None]):        # seed curves that step up to 1.0 at these steps
+        run = tmp_path / f"r{i}"
+        sink = MetricsSink(run)
+        for step in range(0, 1001, 100):
+            win = 1.0 if reach_at is not None and step >= reach_at else 0.2
+            sink.log("run", step, {"win": win, "episodes": 50})
+        sink.close()
+        runs.append(run)
+    got = seed_steps_to_target(runs, "win", grid, 0.9)
+    assert got["per_seed"] == [300.0, 500.0, None] and got["reached"] == 2
+    m, lo, hi = got["ci"]
+    assert m == pytest.approx(400.0) and lo < 300 and hi > 500      # t interval with 1 dof is wide

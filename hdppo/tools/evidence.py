@@ -135,6 +135,21 @@ def steps_to_reach(grid: np.ndarray, curve: np.ndarray, threshold: float) -> flo
     return float(grid[hit[0]]) if len(hit) else None
 
 
+def seed_steps_to_target(runs: list[Path], key: str, grid: np.ndarray, target: float) -> dict[str, Any]:
+    """Per seed, the first grid step where that seed's own curve reaches `target` (None if never);
+    the mean over the seeds that reached it with a Student-t interval across them, and how many did."""
+    per_seed: list[float | None] = []
+    for run in runs:
+        x, y = outcome_curve(run, key)
+        curve = np.interp(grid, x, y) if len(x) else np.full(len(grid), np.nan)
+        if len(x):
+            curve[grid < x[0]] = np.nan
+        per_seed.append(steps_to_reach(grid, curve, target))
+    reached = [s for s in per_seed if s is not None]
+    ci = seeds_ci([[s] for s in reached]) if len(reached) >= 2 else (float("nan"),) * 3
+    return {"per_seed": per_seed, "reached": len(reached), "ci": ci}
+
+
 def final_episodes(run: Path, episodes: int, seed: int) -> list[dict[str, Any]]:
     """The final team's eval episodes, cached in RUN/evidence_eval.json (keyed by count, seed and the
     checkpoints' versions) so a report can be rewritten without playing again."""
@@ -180,6 +195,10 @@ def summarize(plan: EvidencePlan, eval_seed: int = 12345) -> dict[str, Any]:
     out["flat_improved"] = bool(np.isfinite(target) and target > start)
     reach = steps_to_reach(grid, np.asarray(out["variants"][hier]["curve"]), target) if out["flat_improved"] else None
     out["target"] = target
+    for variant in plan.variants:
+        runs = [plan.run_dir(variant, s) for s in plan.seeds]
+        out["variants"][variant.label]["steps_to_target"] = (
+            seed_steps_to_target(runs, plan.outcome, grid, target) if out["flat_improved"] else None)
     out["hier_steps_to_target"] = reach
     out["hier_fraction_of_budget"] = None if reach is None else reach / plan.steps
     return out
@@ -269,6 +288,17 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command
         lines.append(f"The {hier} team's seed-mean curve first reaches the {flat} team's final {plan.outcome} "
                      f"({summary['target']:.3f}) at {reach:,.0f} env steps, {frac:.2f} of the budget "
                      f"({verdict} half the env steps).")
+    if summary["flat_improved"] and all(summary["variants"][v.label].get("steps_to_target") for v in plan.variants):
+        lines += ["", f"Env steps until each seed's own {plan.outcome} curve first reaches the {flat} team's final "
+                      f"{plan.outcome} ({summary['target']:.3f}); mean and 95% Student-t interval across the seeds "
+                      f"that reached it:", "",
+                  "| team | seeds that reached it | steps (mean, 95% CI) | per seed |", "|---|---|---|---|"]
+        for v in plan.variants:
+            st = summary["variants"][v.label]["steps_to_target"]
+            per = ", ".join("-" if s is None else f"{s / 1000:.0f}k" for s in st["per_seed"])
+            m, lo, hi = st["ci"]
+            cell = f"{m / 1000:.0f}k [{lo / 1000:.0f}k, {hi / 1000:.0f}k]" if np.isfinite(m) else "-"
+            lines.append(f"| {v.label} | {st['reached']} of {len(st['per_seed'])} | {cell} | {per} |")
     lines += ["", "Runs (exact commands):", ""]
     for v in plan.variants:
         lines += [f"- `{c}`" for c in summary["variants"][v.label]["commands"]]
