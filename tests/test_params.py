@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -80,40 +81,48 @@ def test_a_store_attached_by_names_in_another_process_reads_what_the_owner_publi
         owner.close()
 
 
-def _publish_versions(names, n_versions, size):
+def _publish_versions(names, size, stop, limit):
+    """Publish versions 1, 2, ... until the reader sets `stop` (or `limit` versions, a safety net)."""
     s = SharedParams(names=names)
     try:
-        for v in range(1, n_versions + 1):
+        v = 0
+        while not stop.is_set() and v < limit:
+            v += 1
             s.publish("w", v, float(v), np.full(size, v, np.float32))
     finally:
         s.close()
 
 
 def test_no_torn_reads_while_another_process_publishes():
-    size, n_versions = 250_000, 400
+    """The writer keeps publishing until the reader has read many versions, so the reads overlap the
+    writes even on a loaded machine (a fixed number of versions could all be written before the
+    reader's first read)."""
+    size, wanted, limit = 250_000, 50, 1_000_000
     owner = SharedParams({"w": size})
+    stop = SPAWN.Event()
     try:
-        writer = SPAWN.Process(target=_publish_versions, args=(owner.names(), n_versions, size))
+        writer = SPAWN.Process(target=_publish_versions, args=(owner.names(), size, stop, limit))
         writer.start()
-        have, reads, versions = 0, 0, []
-        while have < n_versions:
+        have, versions = 0, []
+        deadline = time.monotonic() + 120
+        while len(versions) < wanted and time.monotonic() < deadline and (writer.is_alive() or have == 0):
             got = owner.read("w", have)
             if got is None:
-                if not writer.is_alive() and owner.read("w", have) is None:
-                    break
                 continue
             version, ent, flat = got
-            reads += 1
             assert version > have, (version, have)           # versions never go back
             assert ent == float(version)
             lo, hi = float(flat.min()), float(flat.max())
             assert lo == hi == version, f"torn read: version {version}, elements from {lo} to {hi}"
             have = version
             versions.append(version)
+        stop.set()
         writer.join(timeout=60)
         assert writer.exitcode == 0
-        assert have == n_versions and reads >= 2
+        assert len(versions) == wanted, f"read only {len(versions)} versions while the writer published"
+        assert versions[-1] < limit                         # the writer was still publishing: reads overlapped writes
     finally:
+        stop.set()
         owner.close()
 
 
