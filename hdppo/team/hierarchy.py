@@ -74,15 +74,16 @@ class HierarchyEnv:
         """Per-layer topology and descriptions; the per-layer state is made by the first reset."""
         self.n_layers = len(self.graph.layers)
         self.topology = build_topology(self.graph, self.n_envs)
+        # lists over layers of the same arrays the per-layer objects hold (updated in place, never
+        # replaced), built once: the step loop indexes them many times per env step
+        self.idx: list[np.ndarray] = [tp.idx for tp in self.topology]  # type: ignore[misc]
+        self.struct: list[np.ndarray] = [tp.struct for tp in self.topology]  # type: ignore[misc]
+        self.parent = [tp.parent for tp in self.topology]
+        self.pos = [tp.pos for tp in self.topology]
         nodes = [self.graph.nodes(name) for name in self.graph.layers]
         self.info = build_infos(self.specs, nodes, self.env, self.topology, self.scenario.name)
 
-    # the per-layer arrays as lists over layers, read from the per-layer objects
-    idx = property(lambda self: [tp.idx for tp in self.topology])
-    struct = property(lambda self: [tp.struct for tp in self.topology])
-    parent = property(lambda self: [tp.parent for tp in self.topology])
-    pos = property(lambda self: [tp.pos for tp in self.topology])
-    goals = property(lambda self: [None if x.goals is None else x.goals.goals for x in self.layers])
+    # a layer's open flags are replaced at every close, so they are read from the objects
     open = property(lambda self: [x.transitions.open for x in self.layers])
 
     def _reset_state(self, envs: np.ndarray) -> None:
@@ -94,6 +95,7 @@ class HierarchyEnv:
                                       self._goal_book(i) if i else None,
                                       np.zeros((E, len(inf.nodes)), dtype=np.float64))
                            for i, inf in enumerate(self.info)]
+            self.goals = [None if x.goals is None else x.goals.goals for x in self.layers]   # updated in place
             self.unit_env_return = np.zeros((E, len(self.info[-1].nodes)), dtype=np.float64)
             self._env_actions: np.ndarray | None = None
         self.t[envs] = 0
@@ -169,7 +171,8 @@ class HierarchyEnv:
             self._goal_feat[i] = self._ground(i, self.features(i), self.alive[i], self.goals[i])
         return self._goal_feat[i]
 
-    def _ground(self, i: int, features: np.ndarray, alive: np.ndarray, goals: np.ndarray) -> np.ndarray:
+    def _ground(self, i: int, features: np.ndarray, alive: np.ndarray, goals: np.ndarray | None) -> np.ndarray:
+        assert goals is not None                               # layers below the top receive goals
         ctx = LayerContext(features, alive, goals, None, self.t, self.env)
         return ground_goals(self.specs[i - 1], goals, ctx, len(self.info[i].nodes), self.scenario.name)
 
@@ -219,9 +222,11 @@ class HierarchyEnv:
 
     def _slot_of_child(self, i: int) -> np.ndarray:
         """For layer i+1's nodes, the slot of layer i that sets their goal [E, Nc]."""
+        parent, pos = self.parent[i + 1], self.pos[i + 1]
+        assert parent is not None and pos is not None          # every layer below the top has parents
         if self.info[i].choice == "per_child":
-            return self.parent[i + 1] * self.idx[i].shape[2] + self.pos[i + 1]
-        return self.parent[i + 1]
+            return parent * self.idx[i].shape[2] + pos
+        return parent
 
     # ---- stepping --------------------------------------------------------------------------
     def step(self, act: Policy) -> StepResult:
