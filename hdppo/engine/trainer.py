@@ -347,8 +347,8 @@ class Trainer:
         """Per worker, env steps already in each layer's current rollout: a resumed stage falls due
         at the same env steps as an uninterrupted one (the partial rollouts' data is not kept)."""
         out = []
+        interval = {i.name: i.interval for i in self.infos}
         for steps in self.state["worker_steps"]:
-            interval = {i.name: i.interval for i in self.infos}
             out.append({name: int(steps) % self.tc.layers[name].rollout_steps(interval[name])
                         for name in stage.trained})
         return out
