@@ -1,0 +1,21 @@
+"""Evidence on skirmish's harder setting: the scripted opponent at `difficulty=1.0` (full strength),
+where the flat team of 12 units wins under half its games after 1M env steps. The 3-layer team
+(commander -> 3 squads of 4 -> 12 units) and the flat team, 5 seeds each, same budget:
+
+    python examples/evidence/skirmish_hard.py --write docs/evidence --tag hard
+
+Finished runs in runs/evidence/skirmish-hard are reused; `--steps`, `--seeds`, `--variant`,
+`--report-only` as in hdppo.tools.evidence.main.
+"""
+from pathlib import Path
+
+from hdppo.tools.evidence import EvidencePlan, Variant, main
+
+PLAN = EvidencePlan(
+    scenario="skirmish", outcome="win", steps=1_000_000, seeds=[0, 1, 2, 3, 4],
+    variants=[Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
+    common=["workers=2", "difficulty=1.0"], eval_episodes=100, out=Path("runs/evidence/skirmish-hard"),
+    also=["points_held", "enemies_killed", "units_lost"])
+
+if __name__ == "__main__":
+    main(PLAN, "examples/evidence/skirmish_hard.py")
