@@ -65,3 +65,21 @@ def seeds_ci(per_seed: Sequence[Sequence[float]], confidence: float = 0.95) -> C
     if all(is_binary(g) for g in groups):           # rates stay in [0, 1]
         lo, hi = max(lo, 0.0), min(hi, 1.0)
     return m, lo, hi
+
+
+def diff_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> CI:
+    """mean(a) - mean(b) for two independent groups of replicates (e.g. seeds of two methods), with a
+    Welch t interval (unequal variances, Welch-Satterthwaite degrees of freedom); needs 2+ values each."""
+    from scipy.stats import t
+    x = np.asarray([v for v in a if np.isfinite(v)], dtype=np.float64)
+    y = np.asarray([v for v in b if np.isfinite(v)], dtype=np.float64)
+    if x.size < 2 or y.size < 2:
+        return NAN
+    d = float(x.mean() - y.mean())
+    vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    se = float(np.sqrt(vx + vy))
+    if se == 0.0:
+        return d, d, d
+    dof = (vx + vy) ** 2 / (vx ** 2 / (x.size - 1) + vy ** 2 / (y.size - 1))
+    half = float(t.ppf(0.5 + confidence / 2, dof)) * se
+    return d, d - half, d + half

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hdppo.cli import main
-from hdppo.stats import mean_ci, outcome_ci, rate_ci, seeds_ci
+from hdppo.stats import diff_ci, mean_ci, outcome_ci, rate_ci, seeds_ci
 
 from cli_helpers import cli
 from runtime_helpers import make_run
@@ -57,6 +57,19 @@ def test_seed_interval_is_across_seeds_not_pooled_episodes():
     assert m == pytest.approx(0.5) and lo == 0.0 and hi == 1.0           # t with 2 dof over means .9 .5 .1
     assert pooled[2] - pooled[1] < 0.1
     assert seeds_ci([[0.0] * 20]) == rate_ci(0, 20)                      # one seed: its episodes
+
+
+def test_difference_interval_matches_welch_t_test():
+    """mean(a) - mean(b) with scipy's own Welch interval as the reference (unequal sizes and spreads)."""
+    from scipy.stats import ttest_ind
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(1.0, 0.5, 3), rng.normal(0.2, 2.0, 5)
+    ref = ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    d, lo, hi = diff_ci(a, b)
+    assert d == pytest.approx(a.mean() - b.mean())
+    assert (lo, hi) == pytest.approx((ref.low, ref.high))
+    assert diff_ci([1.0, 1.0], [0.5, 0.5]) == (0.5, 0.5, 0.5)                 # no spread: no width
+    assert all(np.isnan(diff_ci([1.0], [0.0, 1.0])))                          # one replicate: no interval
 
 
 # ---- hdppo eval --------------------------------------------------------------------------------------

@@ -1,0 +1,58 @@
+"""The side-by-side report of examples/benchmarks/vs_benchmarl.py, written from made-up finished runs:
+its budget label, the per-arm difference to MAPPO and the verdict against the issue's target."""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def vs():
+    spec = importlib.util.spec_from_file_location("vs_benchmarl", ROOT / "examples/benchmarks/vs_benchmarl.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def runs(arm: str, finals: list[float], wall: float) -> list[dict]:
+    return [{"arm": arm, "frames": 150_000, "final_return": f, "process_wall_s": wall, "wall_s": wall - 5,
+             "train_curve": [(0, f - 1.0), (150_000, f)], "eval_curve": [(150_000, f)]} for f in finals]
+
+
+def write(vs, tmp_path: Path, frames: int, seeds: int) -> str:
+    results = {"simple_spread": {"benchmarl_mappo": runs("benchmarl_mappo", [1.0, 2.0, 3.0], 400.0),
+                                 "hdppo_flat": runs("hdppo_flat", [2.5, 3.0, 3.5], 80.0),
+                                 "hdppo_flat_decentralized": runs("hdppo_flat_decentralized", [1.5, 1.6, 1.7], 100.0),
+                                 "hdppo_squads": runs("hdppo_squads", [-5.0, -5.1, -4.9], 50.0)}}
+    args = argparse.Namespace(frames=frames, seed_list=list(range(seeds)), benchmarl_threads=1)
+    return vs.report(results, args, tmp_path, "python examples/benchmarks/vs_benchmarl.py", None).read_text()
+
+
+def row(text: str, arm: str) -> list[str]:
+    line = next(x for x in text.splitlines() if x.startswith(f"| {arm} |"))
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_each_arm_gets_its_difference_to_mappo_and_a_verdict(vs, tmp_path):
+    text = write(vs, tmp_path, 150_000, 3)
+    assert row(text, "hdppo_flat")[4].startswith("1.000 [") and row(text, "hdppo_flat")[5] == "above"
+    assert row(text, "hdppo_flat_decentralized")[5] == "inside"       # mean 1.6 < 2.0, above MAPPO's low end
+    assert row(text, "hdppo_squads")[5] == "below"
+    assert row(text, "benchmarl_mappo")[4:6] == ["-", "-"]
+    assert row(text, "hdppo_flat")[9] == "5.00x"                      # 400 s / 80 s
+    assert (tmp_path / "simple_spread.png").is_file()
+
+
+@pytest.mark.parametrize(("frames", "seeds", "label"), [(12_000, 1, "Smoke run"), (150_000, 2, "Smoke run"),
+                                                        (150_000, 3, "Reduced budget"), (1_002_000, 3, None)])
+def test_the_budget_label_says_what_the_report_is(vs, tmp_path, frames, seeds, label):
+    head = write(vs, tmp_path, frames, seeds).splitlines()[0]
+    if label is None:
+        assert head == "# hdppo vs BenchMARL on VMAS"
+    else:
+        assert head.startswith(f"> **{label}")
