@@ -114,14 +114,19 @@ def run_benchmarl(python: Path, task: str, arm: str, seed: int, frames: int, int
     (folder / "result.json").write_text(json.dumps(result, indent=1))
 
 
+def as_module(cmd: list[str]) -> list[str]:
+    """`hdppo ...` run by this interpreter (its venv need not be on PATH); reports keep the `hdppo` form."""
+    return [sys.executable, "-m", "hdppo.cli", *cmd[1:]]
+
+
 def run_hdppo(task: str, arm: str, seed: int, frames: int, folder: Path) -> None:
     scenario, n_agents, fixed = TASKS[task]
     run = folder / "run"
     cmd = ["hdppo", "train", scenario, "--steps", str(frames), "--seed", str(seed), "--no-progress",
            "--out", str(run), *HDPPO_ARGS[arm], *[f"{k}={v}" for k, v in fixed.items()]]
-    wall = sh(cmd, folder / "log.txt")
+    wall = sh(as_module(cmd), folder / "log.txt")
     ev = ["hdppo", "eval", str(run), "--episodes", "10", "--deterministic", "--json", "--seed", str(1000 + seed)]
-    out = subprocess.run(ev, capture_output=True, text=True)
+    out = subprocess.run(as_module(ev), capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"failed: {shlex.join(ev)}\n{out.stderr[-2000:]}")
     evaluation = json.loads(out.stdout[out.stdout.index("{"):])
