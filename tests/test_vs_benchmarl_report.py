@@ -44,7 +44,8 @@ def test_each_arm_gets_its_difference_to_mappo_and_a_verdict(vs, tmp_path):
     assert row(text, "hdppo_flat_decentralized")[5] == "inside"       # mean 1.6 < 2.0, above MAPPO's low end
     assert row(text, "hdppo_squads")[5] == "below"
     assert row(text, "benchmarl_mappo")[4:6] == ["-", "-"]
-    assert row(text, "hdppo_flat")[9] == "5.00x"                      # 400 s / 80 s
+    assert row(text, "hdppo_flat")[6] == "2.000 -> 3.000"              # each seed's curve rises by 1.0
+    assert row(text, "hdppo_flat")[10] == "5.00x"                     # 400 s / 80 s
     assert (tmp_path / "simple_spread.png").is_file()
 
 

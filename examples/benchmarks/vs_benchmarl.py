@@ -183,6 +183,17 @@ def finals_of(runs: list[dict]) -> list[float]:
     return [r["final_return"] for r in runs if r["final_return"] is not None]
 
 
+def start_end(runs: list[dict], frames: int) -> tuple[float, float]:
+    """Training return averaged over each seed's first and last 10% of frames, then over seeds: did it learn?"""
+    def window(r: dict, inside) -> float:
+        ys = [y for x, y in r["train_curve"] if inside(x)]
+        return float(np.mean(ys)) if ys else float("nan")
+    first = [window(r, lambda x: x <= 0.1 * frames) for r in runs]
+    last = [window(r, lambda x: x >= 0.9 * frames) for r in runs]
+    return float(np.nanmean(first)) if np.isfinite(first).any() else float("nan"), \
+        float(np.nanmean(last)) if np.isfinite(last).any() else float("nan")
+
+
 def verdict_vs(mean: float, mappo: tuple[float, float, float]) -> str:
     """The issue's target, per arm: final return at least MAPPO's (`above`) or inside MAPPO's interval."""
     if not np.isfinite(mean):
@@ -218,11 +229,14 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
               "BenchMARL's `Experiment.run()` (its periodic evaluations included), hdppo's training stages "
               "as its log reports them (start-up and the final evaluation excluded). Return - MAPPO: the "
               "difference of the seed means with a Welch t interval across both arms' seeds; verdict: "
-              "`above` (mean at least MAPPO's), `inside` (below MAPPO's mean, inside its interval) or `below`.", ""]
+              "`above` (mean at least MAPPO's), `inside` (below MAPPO's mean, inside its interval) or `below`. "
+              "Training return first -> last: the training curve averaged over each seed's first and last 10% "
+              "of the frames, then over seeds (whether an arm learned at all at this budget).", ""]
     for task, by_arm in results.items():
         lines += [f"## {task}", "", f"![{task}]({task}.png)", "",
                   "| arm | frames | final return per seed | mean [95% CI] | return - MAPPO [95% CI] | verdict "
-                  "| wall-clock s | training s | frames/s | wall vs MAPPO |", "|" + "---|" * 10]
+                  "| training return, first -> last 10% | wall-clock s | training s | frames/s | wall vs MAPPO |",
+                  "|" + "---|" * 11]
         ref = by_arm.get("benchmarl_mappo")
         ref_wall = float(np.mean([r["process_wall_s"] for r in ref])) if ref else None
         ref_finals = finals_of(ref or [])
@@ -238,8 +252,9 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
             verdict = "-" if arm == "benchmarl_mappo" or ref_ci is None else verdict_vs(m, ref_ci)
             ratio = f"{ref_wall / wall:.2f}x" if ref_wall else "-"
             train = float(np.mean([r["wall_s"] for r in runs]))
+            first, last = start_end(runs, args.frames)
             lines.append(f"| {arm} | {runs[0]['frames']:,} | {', '.join(fmt(f) for f in finals)} | {ci} | {vs} | "
-                         f"{verdict} | {wall:.0f} | {train:.0f} | "
+                         f"{verdict} | {fmt(first)} -> {fmt(last)} | {wall:.0f} | {train:.0f} | "
                          f"{np.mean([r['frames'] / r['process_wall_s'] for r in runs]):.0f} | {ratio} |")
         plot(task, by_arm, out / f"{task}.png")
         lines.append("")
