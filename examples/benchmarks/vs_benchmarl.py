@@ -86,10 +86,12 @@ def ensure_benchmarl() -> Path:
 
 
 def versions(python: str) -> dict[str, str]:
-    code = ("import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
-            "('torch', 'vmas', 'benchmarl', 'torchrl', 'tensordict', 'hdppo', 'numpy') "
-            "if __import__('importlib.util').util.find_spec(p.replace('-', '_'))}))")
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    code = ("import importlib.metadata as m, json\nv = {}\n"
+            "for p in ('torch', 'vmas', 'benchmarl', 'torchrl', 'tensordict', 'hdppo', 'numpy'):\n"
+            "    try:\n        v[p] = m.version(p)\n    except m.PackageNotFoundError:\n        pass\n"
+            "print(json.dumps(v))")
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}    # what the venv itself holds
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd="/", env=clean)
     return json.loads(out.stdout) if out.returncode == 0 else {"error": out.stderr[-200:]}
 
 
