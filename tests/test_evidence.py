@@ -56,6 +56,7 @@ def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path, 
     docs = tmp_path / "docs"
     assert f"Reproduce with `python examples/evidence/grid.py --write {docs} --variant two=layers=2`" in text
     assert "3-layer (`layers=3`)" in text and "flat (`layers=1`)" in text and "![success curves](grid.png)" in text
+    assert "env steps** with `workers=1 envs_per_worker=8 log_every=0`;" in text     # settings every run shares
     png = (tmp_path / "docs" / "grid.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     stamp = (out / "flat-seed0" / "state.json").stat().st_mtime_ns

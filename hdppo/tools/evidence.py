@@ -260,7 +260,9 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command
              f"Reproduce with `{command}`: {len(plan.seeds) * len(plan.variants)} runs of about "
              f"{run_minutes(plan):.1f} minutes each on this project's 2-core machine.",
              "",
-             f"Each run trains `--layer all` for **{plan.steps:,} env steps**; seeds {plan.seeds}; every final team "
+             f"Each run trains `--layer all` for **{plan.steps:,} env steps**"
+             + (f" with `{' '.join(plan.common)}`" if plan.common else "")
+             + f"; seeds {plan.seeds}; every final team "
              f"is played for {plan.eval_episodes} fresh episodes (`hdppo.evaluate.play`, sampled actions). "
              f"Confidence intervals are 95% Student-t intervals across the seeds' means (one seed: exact binomial or "
              f"bootstrap over its episodes).", "",
