@@ -49,6 +49,14 @@ def test_each_arm_gets_its_difference_to_mappo_and_a_verdict(vs, tmp_path):
     assert (tmp_path / "simple_spread.png").is_file()
 
 
+def test_a_report_of_non_default_hdppo_settings_says_so(vs, tmp_path):
+    results = {"navigation": {"hdppo_flat": runs("hdppo_flat", [0.5, 0.6, 0.7], 80.0)}}
+    args = argparse.Namespace(frames=150_000, seed_list=[0, 1, 2], benchmarl_threads=1, hdppo_set=["epochs=16"])
+    text = vs.report(results, args, tmp_path, "python vs_benchmarl.py --hdppo-set epochs=16", None).read_text()
+    assert "**not its defaults**: `epochs=16`" in text
+    assert "not its defaults" not in write(vs, tmp_path, 150_000, 3)
+
+
 @pytest.mark.parametrize(("frames", "seeds", "label"), [(12_000, 1, "Smoke run"), (150_000, 2, "Smoke run"),
                                                         (150_000, 3, "Reduced budget"), (1_002_000, 3, None)])
 def test_the_budget_label_says_what_the_report_is(vs, tmp_path, frames, seeds, label):

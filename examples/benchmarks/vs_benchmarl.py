@@ -121,11 +121,11 @@ def as_module(cmd: list[str]) -> list[str]:
     return [sys.executable, "-m", "hdppo.cli", *cmd[1:]]
 
 
-def run_hdppo(task: str, arm: str, seed: int, frames: int, folder: Path) -> None:
+def run_hdppo(task: str, arm: str, seed: int, frames: int, folder: Path, extra: list[str]) -> None:
     scenario, n_agents, fixed = TASKS[task]
     run = folder / "run"
     cmd = ["hdppo", "train", scenario, "--steps", str(frames), "--seed", str(seed), "--no-progress",
-           "--out", str(run), *HDPPO_ARGS[arm], *[f"{k}={v}" for k, v in fixed.items()]]
+           "--out", str(run), *HDPPO_ARGS[arm], *[f"{k}={v}" for k, v in fixed.items()], *extra]
     wall = sh(as_module(cmd), folder / "log.txt")
     ev = ["hdppo", "eval", str(run), "--episodes", "10", "--deterministic", "--json", "--seed", str(1000 + seed)]
     out = subprocess.run(as_module(ev), capture_output=True, text=True)
@@ -218,7 +218,9 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
               f"collection rounds: the frames column says what ran), seeds {args.seed_list}, "
               f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
               f"{os.getloadavg()[0]:.1f} when the report was written. BenchMARL torch threads: "
-              f"{args.benchmarl_threads or 'torch default'}; hdppo: its default workers, 1 torch thread each.", "",
+              f"{args.benchmarl_threads or 'torch default'}; hdppo: its default workers, 1 torch thread each"
+              + (f", and **not its defaults**: `{' '.join(args.hdppo_set)}`" if getattr(args, "hdppo_set", None)
+                 else "") + ".", "",
               "Command:", "", "```bash", command, "```", "",
               f"Commit: `{commit()}`. hdppo venv: `{json.dumps(versions(sys.executable))}`. "
               f"BenchMARL venv: `{json.dumps(versions(str(bm_python)) if bm_python else 'not used')}`.", "",
@@ -277,7 +279,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--benchmarl-threads", type=int, default=0,
                    help="torch threads of BenchMARL's process (0: torch's default, one per core, as published; "
                         "1 is much faster on a machine other jobs load, see README.md)")
+    p.add_argument("--hdppo-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a further `hdppo train` setting for every hdppo arm, e.g. epochs=16 (repeatable; for "
+                        "diagnostics: the comparison itself runs hdppo's defaults; use another --runs)")
     args = p.parse_args(argv)
+    bad_set = [kv for kv in args.hdppo_set if "=" not in kv]
+    if bad_set:
+        sys.exit(f"--hdppo-set {bad_set[0]!r}: write KEY=VALUE, e.g. --hdppo-set epochs=16")
     tasks = [t for t in args.tasks.split(",") if t]
     arms = [a for a in args.arms.split(",") if a]
     bad = [t for t in tasks if t not in TASKS] + [a for a in arms if a not in ARMS]
@@ -304,7 +312,7 @@ def main(argv: list[str] | None = None) -> None:
                     if arm.startswith("benchmarl"):
                         run_benchmarl(bm_python, task, arm, seed, args.frames, interval, folder, args.benchmarl_threads)
                     else:
-                        run_hdppo(task, arm, seed, args.frames, folder)
+                        run_hdppo(task, arm, seed, args.frames, folder, args.hdppo_set)
                     r = json.loads(done.read_text())
                     r["frames_asked"] = args.frames
                     done.write_text(json.dumps(r, indent=1))
