@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,25 @@ def test_the_budget_label_says_what_the_report_is(vs, tmp_path, frames, seeds, l
         assert head == "# hdppo vs BenchMARL on VMAS"
     else:
         assert head.startswith(f"> **{label}")
+
+
+def test_finished_runs_are_reused_only_for_the_same_budget_and_settings(vs, tmp_path, monkeypatch):
+    trained = []
+
+    def fake_run(task, arm, seed, frames, folder, extra):
+        trained.append((seed, frames, tuple(extra)))
+        r = runs(arm, [0.5], 10.0)[0]
+        (folder / "result.json").write_text(json.dumps({**r, "frames": frames}))
+
+    monkeypatch.setattr(vs, "run_hdppo", fake_run)
+    base = ["--seeds", "3", "--tasks", "navigation", "--arms", "hdppo_flat", "--runs", str(tmp_path / "runs"),
+            "--write", str(tmp_path / "out")]
+    vs.main(["--frames", "60000", *base])
+    vs.main(["--frames", "60000", *base])                                  # all three reused
+    vs.main(["--frames", "60000", "--hdppo-set", "epochs=16", *base])     # another setting: trained again
+    vs.main(["--frames", "120000", "--hdppo-set", "epochs=16", *base])    # another budget: trained again
+    assert trained == [(s, 60_000, ()) for s in range(3)] + [(s, 60_000, ("epochs=16",)) for s in range(3)] \
+        + [(s, 120_000, ("epochs=16",)) for s in range(3)]
+    assert "**not its defaults**: `epochs=16`" in (tmp_path / "out" / "external.md").read_text()
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        vs.main(["--hdppo-set", "epochs", *base])

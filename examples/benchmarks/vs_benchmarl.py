@@ -197,7 +197,7 @@ def start_end(runs: list[dict], frames: int) -> tuple[float, float]:
 
 
 def verdict_vs(mean: float, mappo: tuple[float, float, float]) -> str:
-    """The issue's target, per arm: final return at least MAPPO's (`above`) or inside MAPPO's interval."""
+    """The target, per arm: final return at least MAPPO's (`above`) or inside MAPPO's interval (`inside`)."""
     if not np.isfinite(mean):
         return "-"
     return "above" if mean >= mappo[0] else "inside" if mean >= mappo[1] else "below"
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
                         "1 is much faster on a machine other jobs load, see README.md)")
     p.add_argument("--hdppo-set", action="append", default=[], metavar="KEY=VALUE",
                    help="a further `hdppo train` setting for every hdppo arm, e.g. epochs=16 (repeatable; for "
-                        "diagnostics: the comparison itself runs hdppo's defaults; use another --runs)")
+                        "diagnostics: the comparison itself runs hdppo's defaults; best with another --runs)")
     args = p.parse_args(argv)
     bad_set = [kv for kv in args.hdppo_set if "=" not in kv]
     if bad_set:
@@ -303,7 +303,11 @@ def main(argv: list[str] | None = None) -> None:
             for seed in args.seed_list:
                 folder = Path(args.runs) / task / arm / f"seed_{seed}"
                 done = folder / "result.json"
-                if done.exists() and not args.fresh and json.loads(done.read_text()).get("frames_asked") == args.frames:
+                extra = [] if arm.startswith("benchmarl") else args.hdppo_set
+                asked = {"frames_asked": args.frames, "hdppo_set": extra}
+                old = json.loads(done.read_text()) if done.exists() else {}
+                if not args.fresh and old.get("frames_asked") == asked["frames_asked"] \
+                        and old.get("hdppo_set", []) == asked["hdppo_set"]:
                     print(f"reuse {folder}", flush=True)
                 else:
                     shutil.rmtree(folder, ignore_errors=True)      # an unfinished or --fresh run starts over
@@ -314,7 +318,7 @@ def main(argv: list[str] | None = None) -> None:
                     else:
                         run_hdppo(task, arm, seed, args.frames, folder, args.hdppo_set)
                     r = json.loads(done.read_text())
-                    r["frames_asked"] = args.frames
+                    r.update(asked)               # a later call with another budget or setting redoes the run
                     done.write_text(json.dumps(r, indent=1))
                 r = json.loads(done.read_text())
                 print(f"  final return {fmt(r['final_return'])}, {r['process_wall_s']:.0f} s, "
