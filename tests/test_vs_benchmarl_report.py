@@ -30,7 +30,7 @@ def write(vs, tmp_path: Path, frames: int, seeds: int) -> str:
                                  "hdppo_flat": runs("hdppo_flat", [2.5, 3.0, 3.5], 80.0),
                                  "hdppo_flat_decentralized": runs("hdppo_flat_decentralized", [1.5, 1.6, 1.7], 100.0),
                                  "hdppo_squads": runs("hdppo_squads", [-5.0, -5.1, -4.9], 50.0)}}
-    args = argparse.Namespace(frames=frames, seed_list=list(range(seeds)), benchmarl_threads=1)
+    args = argparse.Namespace(frames=frames, seed_list=list(range(seeds)), benchmarl_threads=1, hdppo_set=[])
     return vs.report(results, args, tmp_path, "python examples/benchmarks/vs_benchmarl.py", None).read_text()
 
 

@@ -219,8 +219,7 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
               f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
               f"{os.getloadavg()[0]:.1f} when the report was written. BenchMARL torch threads: "
               f"{args.benchmarl_threads or 'torch default'}; hdppo: its default workers, 1 torch thread each"
-              + (f", and **not its defaults**: `{' '.join(args.hdppo_set)}`" if getattr(args, "hdppo_set", None)
-                 else "") + ".", "",
+              + (f", and **not its defaults**: `{' '.join(args.hdppo_set)}`" if args.hdppo_set else "") + ".", "",
               "Command:", "", "```bash", command, "```", "",
               f"Commit: `{commit()}`. hdppo venv: `{json.dumps(versions(sys.executable))}`. "
               f"BenchMARL venv: `{json.dumps(versions(str(bm_python)) if bm_python else 'not used')}`.", "",
@@ -316,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
                     if arm.startswith("benchmarl"):
                         run_benchmarl(bm_python, task, arm, seed, args.frames, interval, folder, args.benchmarl_threads)
                     else:
-                        run_hdppo(task, arm, seed, args.frames, folder, args.hdppo_set)
+                        run_hdppo(task, arm, seed, args.frames, folder, extra)
                     r = json.loads(done.read_text())
                     r.update(asked)               # a later call with another budget or setting redoes the run
                     done.write_text(json.dumps(r, indent=1))

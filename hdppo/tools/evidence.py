@@ -102,15 +102,19 @@ def outcome_curve(run: Path, key: str) -> tuple[np.ndarray, np.ndarray]:
     return np.array([r["step"] for r in rows], float), np.array([r[key] for r in rows], float)
 
 
+def seed_curve(run: Path, key: str, grid: np.ndarray) -> np.ndarray:
+    """One seed's outcome curve interpolated onto `grid` (NaN before its first point, all NaN if none)."""
+    x, y = outcome_curve(run, key)
+    if not len(x):
+        return np.full(len(grid), np.nan)
+    c = np.interp(grid, x, y)
+    c[grid < x[0]] = np.nan
+    return c
+
+
 def mean_curve(runs: list[Path], key: str, grid: np.ndarray) -> np.ndarray:
     """The seeds' outcome curves interpolated onto `grid` and averaged (NaN before a seed's first point)."""
-    curves = []
-    for run in runs:
-        x, y = outcome_curve(run, key)
-        c = np.interp(grid, x, y) if len(x) else np.full(len(grid), np.nan)
-        c[grid < (x[0] if len(x) else np.inf)] = np.nan
-        curves.append(c)
-    stack = np.stack(curves)
+    stack = np.stack([seed_curve(run, key, grid) for run in runs])
     seen = np.isfinite(stack).any(axis=0)
     out = np.full(len(grid), np.nan)
     out[seen] = np.nanmean(stack[:, seen], axis=0)
@@ -138,13 +142,7 @@ def steps_to_reach(grid: np.ndarray, curve: np.ndarray, threshold: float) -> flo
 def seed_steps_to_target(runs: list[Path], key: str, grid: np.ndarray, target: float) -> dict[str, Any]:
     """Per seed, the first grid step where that seed's own curve reaches `target` (None if never);
     the mean over the seeds that reached it with a Student-t interval across them, and how many did."""
-    per_seed: list[float | None] = []
-    for run in runs:
-        x, y = outcome_curve(run, key)
-        curve = np.interp(grid, x, y) if len(x) else np.full(len(grid), np.nan)
-        if len(x):
-            curve[grid < x[0]] = np.nan
-        per_seed.append(steps_to_reach(grid, curve, target))
+    per_seed = [steps_to_reach(grid, seed_curve(run, key, grid), target) for run in runs]
     reached = [s for s in per_seed if s is not None]
     ci = seeds_ci([[s] for s in reached]) if len(reached) >= 2 else (float("nan"),) * 3
     return {"per_seed": per_seed, "reached": len(reached), "ci": ci}
