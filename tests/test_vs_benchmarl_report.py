@@ -88,3 +88,20 @@ def test_finished_runs_are_reused_only_for_the_same_budget_and_settings(vs, tmp_
     assert "**not its defaults**: `epochs=16`" in (tmp_path / "out" / "external.md").read_text()
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         vs.main(["--hdppo-set", "epochs", *base])
+
+
+def test_the_summary_counts_each_arms_targets_over_the_tasks(vs, tmp_path):
+    results = {"navigation": {"benchmarl_mappo": runs("benchmarl_mappo", [0.8, 0.9, 1.0], 600.0),
+                              "hdppo_flat": runs("hdppo_flat", [0.5, 0.6, 0.7], 100.0)},      # below, 6x
+               "balance": {"benchmarl_mappo": runs("benchmarl_mappo", [1.0, 2.0, 3.0], 400.0),
+                           "hdppo_flat": runs("hdppo_flat", [2.5, 3.0, 3.5], 100.0)},         # above, 4x
+               "transport": {"hdppo_flat": runs("hdppo_flat", [0.1, 0.2, 0.3], 50.0)}}        # no MAPPO run
+    args = argparse.Namespace(frames=150_000, seed_list=[0, 1, 2], benchmarl_threads=1, hdppo_set=[])
+    text = vs.report(results, args, tmp_path, "python vs_benchmarl.py", None).read_text()
+    summary = text[text.index("## Summary"):text.index("## navigation")]
+    assert "| navigation | hdppo_flat | -0.300 [" in summary and "| below | 6.00x |" in summary
+    assert "| balance | hdppo_flat | 1.000 [" in summary and "| above | 4.00x |" in summary
+    assert "| transport | hdppo_flat | - | - | - |" in summary
+    assert "- `hdppo_flat`: return target on 1 of 2 tasks (not on navigation); wall-clock target on 1 of 2." \
+        in summary
+    assert "| hdppo_flat | 150,000 |" in text[text.index("## navigation"):]        # the per-task tables follow

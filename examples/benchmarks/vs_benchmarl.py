@@ -49,6 +49,7 @@ BENCHMARL_VENV = ROOT / ".venv-benchmarl"
 BENCHMARL_PACKAGES = ["benchmarl==1.5.2", "vmas==1.5.2"]
 FRAMES_PER_BATCH = 6000          # BenchMARL's on_policy_collected_frames_per_batch default
 FULL_FRAMES = 1_000_000          # the budget of the full comparison; less is labelled "reduced budget"
+TARGET_WALL = 5.0                # the target: at least this many times less wall-clock than BenchMARL MAPPO
 SMOKE_FRAMES = 60_000            # below this (or under 3 seeds) a report is labelled a smoke run
 # task -> (hdppo scenario, number of agents, task parameters fixed on both sides beyond BenchMARL's YAML)
 TASKS = {
@@ -203,6 +204,31 @@ def verdict_vs(mean: float, mappo: tuple[float, float, float]) -> str:
     return "above" if mean >= mappo[0] else "inside" if mean >= mappo[1] else "below"
 
 
+def summary(verdicts: dict[str, dict[str, tuple[str, str, float | None]]]) -> list[str]:
+    """The targets, task by task, and for each hdppo arm over the tasks: final return at least MAPPO's or inside
+    its interval, and at least TARGET_WALL times less wall-clock. `verdicts[task][arm]` = (return - MAPPO,
+    verdict, wall-clock ratio); a verdict "-" (no MAPPO run) is not counted."""
+    if not verdicts:
+        return []
+    lines = ["## Summary", "", f"Targets: final return at least MAPPO's or inside its interval (verdict `above` or "
+             f"`inside`), and at least {TARGET_WALL:g}x less wall-clock than MAPPO on the same cores.", "",
+             "| task | arm | return - MAPPO [95% CI] | verdict | wall vs MAPPO |", "|---|---|---|---|---|"]
+    by_arm: dict[str, dict[str, tuple[str, str, float | None]]] = {}
+    for task, arms in verdicts.items():
+        for arm, (vs, verdict, ratio) in arms.items():
+            lines.append(f"| {task} | {arm} | {vs} | {verdict} | {'-' if ratio is None else f'{ratio:.2f}x'} |")
+            if verdict != "-":
+                by_arm.setdefault(arm, {})[task] = (vs, verdict, ratio)
+    lines.append("")
+    for arm, judged in by_arm.items():
+        missed = [t for t, v in judged.items() if v[1] not in ("above", "inside")]
+        fast = [t for t, v in judged.items() if v[2] is not None and v[2] >= TARGET_WALL]
+        lines.append(f"- `{arm}`: return target on {len(judged) - len(missed)} of {len(judged)} tasks"
+                     + (f" (not on {', '.join(missed)})" if missed else "")
+                     + f"; wall-clock target on {len(fast)} of {len(judged)}.")
+    return lines + [""]
+
+
 def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_python: Path | None) -> Path:
     from hdppo.stats import diff_ci, mean_ci
     out.mkdir(parents=True, exist_ok=True)
@@ -235,11 +261,13 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
               "`above` (mean at least MAPPO's), `inside` (below MAPPO's mean, inside its interval) or `below`. "
               "Training return first -> last: the training curve averaged over each seed's first and last 10% "
               "of the frames, then over seeds (whether an arm learned at all at this budget).", ""]
+    sections: list[str] = []
+    verdicts: dict[str, dict[str, tuple[str, str, float | None]]] = {}
     for task, by_arm in results.items():
-        lines += [f"## {task}", "", f"![{task}]({task}.png)", "",
-                  "| arm | frames | final return per seed | mean [95% CI] | return - MAPPO [95% CI] | verdict "
-                  "| training return, first -> last 10% | wall-clock s | training s | frames/s | wall vs MAPPO |",
-                  "|" + "---|" * 11]
+        sections += [f"## {task}", "", f"![{task}]({task}.png)", "",
+                     "| arm | frames | final return per seed | mean [95% CI] | return - MAPPO [95% CI] | verdict "
+                     "| training return, first -> last 10% | wall-clock s | training s | frames/s | wall vs MAPPO |",
+                     "|" + "---|" * 11]
         ref = by_arm.get("benchmarl_mappo")
         ref_wall = float(np.mean([r["process_wall_s"] for r in ref])) if ref else None
         ref_finals = finals_of(ref or [])
@@ -256,13 +284,15 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
             ratio = f"{ref_wall / wall:.2f}x" if ref_wall else "-"
             train = float(np.mean([r["wall_s"] for r in runs]))
             first, last = start_end(runs, args.frames)
-            lines.append(f"| {arm} | {runs[0]['frames']:,} | {', '.join(fmt(f) for f in finals)} | {ci} | {vs} | "
-                         f"{verdict} | {fmt(first)} -> {fmt(last)} | {wall:.0f} | {train:.0f} | "
-                         f"{np.mean([r['frames'] / r['process_wall_s'] for r in runs]):.0f} | {ratio} |")
+            if arm != "benchmarl_mappo":
+                verdicts.setdefault(task, {})[arm] = (vs, verdict, ref_wall / wall if ref_wall else None)
+            sections.append(f"| {arm} | {runs[0]['frames']:,} | {', '.join(fmt(f) for f in finals)} | {ci} | {vs} | "
+                            f"{verdict} | {fmt(first)} -> {fmt(last)} | {wall:.0f} | {train:.0f} | "
+                            f"{np.mean([r['frames'] / r['process_wall_s'] for r in runs]):.0f} | {ratio} |")
         plot(task, by_arm, out / f"{task}.png")
-        lines.append("")
+        sections.append("")
     path = out / "external.md"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines + summary(verdicts) + sections) + "\n")
     return path
 
 
