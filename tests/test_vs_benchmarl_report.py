@@ -105,3 +105,21 @@ def test_the_summary_counts_each_arms_targets_over_the_tasks(vs, tmp_path):
     assert "- `hdppo_flat`: return target on 1 of 2 tasks (not on navigation); wall-clock target on 1 of 2." \
         in summary
     assert "| hdppo_flat | 150,000 |" in text[text.index("## navigation"):]        # the per-task tables follow
+
+
+@pytest.mark.parametrize(("arm", "settings"), [("hdppo_flat", []), ("hdppo_flat_decentralized", ["centralized=false"]),
+                                               ("hdppo_flat_epochs16", ["epochs=16"])])
+def test_each_hdppo_arm_trains_with_its_own_settings(vs, tmp_path, monkeypatch, arm, settings):
+    commands = []
+
+    def stop(cmd, log=None, env=None):
+        commands.append(cmd)
+        raise RuntimeError("stop after the train command")
+
+    monkeypatch.setattr(vs, "sh", stop)
+    with pytest.raises(RuntimeError):
+        vs.run_hdppo("navigation", arm, 0, 12_000, tmp_path, ["lr=1e-4"])
+    cmd = commands[0]
+    assert cmd[cmd.index("train") + 1] == "vmas_navigation" and cmd[-1] == "lr=1e-4"
+    assert [a for a in cmd if a in ("centralized=false", "epochs=16")] == settings
+    assert {a for a in vs.ARMS if a.startswith("hdppo")} == set(vs.HDPPO_ARGS)
