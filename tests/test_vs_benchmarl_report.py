@@ -123,3 +123,11 @@ def test_each_hdppo_arm_trains_with_its_own_settings(vs, tmp_path, monkeypatch, 
     assert cmd[cmd.index("train") + 1] == "vmas_navigation" and cmd[-1] == "lr=1e-4"
     assert [a for a in cmd if a in ("centralized=false", "epochs=16")] == settings
     assert {a for a in vs.ARMS if a.startswith("hdppo")} == set(vs.HDPPO_ARGS)
+
+
+def test_a_run_that_logged_late_starts_its_training_curve_at_its_first_point(vs):
+    early = {"train_curve": [(5_000, -1.0), (10_000, -0.5), (100_000, 0.0), (145_000, 1.0)]}
+    late = {"train_curve": [(16_384, -2.0), (40_000, 0.0), (150_000, 2.0)]}     # first row after 10% of 150k
+    assert vs.start_end([early], 150_000) == (-0.75, 1.0)
+    assert vs.start_end([late], 150_000) == (-2.0, 2.0)
+    assert vs.start_end([early, late], 150_000) == (-1.375, 1.5)

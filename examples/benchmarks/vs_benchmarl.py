@@ -191,11 +191,14 @@ def finals_of(runs: list[dict]) -> list[float]:
 
 
 def start_end(runs: list[dict], frames: int) -> tuple[float, float]:
-    """Training return averaged over each seed's first and last 10% of frames, then over seeds: did it learn?"""
+    """Training return averaged over each seed's first and last 10% of frames, then over seeds: did it learn?
+    A seed that logged no point in its first 10% (hdppo writes a row every few seconds, so a fast run's first
+    row can come later) counts its first logged point instead."""
     def window(r: dict, inside) -> float:
         ys = [y for x, y in r["train_curve"] if inside(x)]
         return float(np.mean(ys)) if ys else float("nan")
-    first = [window(r, lambda x: x <= 0.1 * frames) for r in runs]
+    first = [window(r, lambda x, r=r: x <= max(0.1 * frames, r["train_curve"][0][0] if r["train_curve"] else 0))
+             for r in runs]
     last = [window(r, lambda x: x >= 0.9 * frames) for r in runs]
     return float(np.nanmean(first)) if np.isfinite(first).any() else float("nan"), \
         float(np.nanmean(last)) if np.isfinite(last).any() else float("nan")
@@ -264,7 +267,8 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
               "difference of the seed means with a Welch t interval across both arms' seeds; verdict: "
               "`above` (mean at least MAPPO's), `inside` (below MAPPO's mean, inside its interval) or `below`. "
               "Training return first -> last: the training curve averaged over each seed's first and last 10% "
-              "of the frames, then over seeds (whether an arm learned at all at this budget).", ""]
+              "of the frames (or its first logged point, where a run logged none in its first 10%), then over "
+              "seeds (whether an arm learned at all at this budget).", ""]
     sections: list[str] = []
     verdicts: dict[str, dict[str, tuple[str, str, float | None]]] = {}
     for task, by_arm in results.items():
