@@ -186,6 +186,10 @@ def fmt(x: float | None) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{x:.3f}"
 
 
+def fmt_ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
 def finals_of(runs: list[dict]) -> list[float]:
     return [r["final_return"] for r in runs if r["final_return"] is not None]
 
@@ -223,7 +227,7 @@ def summary(verdicts: dict[str, dict[str, tuple[str, str, float | None]]]) -> li
     by_arm: dict[str, dict[str, tuple[str, str, float | None]]] = {}
     for task, arms in verdicts.items():
         for arm, (vs, verdict, ratio) in arms.items():
-            lines.append(f"| {task} | {arm} | {vs} | {verdict} | {'-' if ratio is None else f'{ratio:.2f}x'} |")
+            lines.append(f"| {task} | {arm} | {vs} | {verdict} | {fmt_ratio(ratio)} |")
             if verdict != "-":
                 by_arm.setdefault(arm, {})[task] = (vs, verdict, ratio)
     lines.append("")
@@ -289,14 +293,14 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
             vs = "-" if arm == "benchmarl_mappo" or not ref_finals else (
                 f"{fmt(d)} [{fmt(dlo)}, {fmt(dhi)}]" if np.isfinite(dlo) else fmt(m - float(np.mean(ref_finals))))
             verdict = "-" if arm == "benchmarl_mappo" or ref_ci is None else verdict_vs(m, ref_ci)
-            ratio = f"{ref_wall / wall:.2f}x" if ref_wall else "-"
+            ratio = ref_wall / wall if ref_wall else None
             train = float(np.mean([r["wall_s"] for r in runs]))
             first, last = start_end(runs, args.frames)
             if arm != "benchmarl_mappo":
-                verdicts.setdefault(task, {})[arm] = (vs, verdict, ref_wall / wall if ref_wall else None)
+                verdicts.setdefault(task, {})[arm] = (vs, verdict, ratio)
             sections.append(f"| {arm} | {runs[0]['frames']:,} | {', '.join(fmt(f) for f in finals)} | {ci} | {vs} | "
                             f"{verdict} | {fmt(first)} -> {fmt(last)} | {wall:.0f} | {train:.0f} | "
-                            f"{np.mean([r['frames'] / r['process_wall_s'] for r in runs]):.0f} | {ratio} |")
+                            f"{np.mean([r['frames'] / r['process_wall_s'] for r in runs]):.0f} | {fmt_ratio(ratio)} |")
         plot(task, by_arm, out / f"{task}.png")
         sections.append("")
     path = out / "external.md"
