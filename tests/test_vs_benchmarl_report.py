@@ -94,6 +94,7 @@ def test_the_summary_counts_each_arms_targets_over_the_tasks(vs, tmp_path):
     results = {"navigation": {"benchmarl_mappo": runs("benchmarl_mappo", [0.8, 0.9, 1.0], 600.0),
                               "hdppo_flat": runs("hdppo_flat", [0.5, 0.6, 0.7], 100.0)},      # below, 6x
                "balance": {"benchmarl_mappo": runs("benchmarl_mappo", [1.0, 2.0, 3.0], 400.0),
+                           "benchmarl_ippo": runs("benchmarl_ippo", [0.0, 0.5, 1.0], 300.0),
                            "hdppo_flat": runs("hdppo_flat", [2.5, 3.0, 3.5], 100.0)},         # above, 4x
                "transport": {"hdppo_flat": runs("hdppo_flat", [0.1, 0.2, 0.3], 50.0)}}        # no MAPPO run
     args = argparse.Namespace(frames=150_000, seed_list=[0, 1, 2], benchmarl_threads=1, hdppo_set=[])
@@ -105,6 +106,8 @@ def test_the_summary_counts_each_arms_targets_over_the_tasks(vs, tmp_path):
     assert "- `hdppo_flat`: return target on 1 of 2 tasks (not on navigation); wall-clock target on 1 of 2." \
         in summary
     assert "| hdppo_flat | 150,000 |" in text[text.index("## navigation"):]        # the per-task tables follow
+    assert "benchmarl_ippo" not in summary                        # the targets are hdppo's, not BenchMARL IPPO's
+    assert row(text, "benchmarl_ippo")[5] == "below"               # IPPO is still compared with MAPPO, per task
 
 
 @pytest.mark.parametrize(("arm", "settings"), [("hdppo_flat", []), ("hdppo_flat_decentralized", ["centralized=false"]),

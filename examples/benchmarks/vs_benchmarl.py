@@ -296,7 +296,7 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
             ratio = ref_wall / wall if ref_wall else None
             train = float(np.mean([r["wall_s"] for r in runs]))
             first, last = start_end(runs, args.frames)
-            if arm != "benchmarl_mappo":
+            if arm.startswith("hdppo"):        # the targets are hdppo's; IPPO's row stays in the task's table
                 verdicts.setdefault(task, {})[arm] = (vs, verdict, ratio)
             sections.append(f"| {arm} | {runs[0]['frames']:,} | {', '.join(fmt(f) for f in finals)} | {ci} | {vs} | "
                             f"{verdict} | {fmt(first)} -> {fmt(last)} | {wall:.0f} | {train:.0f} | "
