@@ -134,3 +134,24 @@ def test_a_run_that_logged_late_starts_its_training_curve_at_its_first_point(vs)
     assert vs.start_end([early], 150_000) == (-0.75, 1.0)
     assert vs.start_end([late], 150_000) == (-2.0, 2.0)
     assert vs.start_end([early, late], 150_000) == (-1.375, 1.5)
+
+
+def test_report_only_trains_nothing_and_lists_the_missing_runs(vs, tmp_path, monkeypatch):
+    def fake_run(task, arm, seed, frames, folder, extra):
+        (folder / "result.json").write_text(json.dumps({**runs(arm, [0.5], 10.0)[0], "frames": frames}))
+
+    monkeypatch.setattr(vs, "run_hdppo", fake_run)
+    base = ["--frames", "60000", "--tasks", "navigation", "--arms", "hdppo_flat", "--runs", str(tmp_path / "runs"),
+            "--write", str(tmp_path / "out")]
+    vs.main(["--seeds", "2", *base])                                       # seeds 0 and 1 finished
+
+    def no_training(*args):
+        raise AssertionError("--report-only trained a run")
+
+    monkeypatch.setattr(vs, "run_hdppo", no_training)
+    vs.main(["--seeds", "3", "--report-only", *base])
+    text = (tmp_path / "out" / "external.md").read_text()
+    assert "**Incomplete**: 1 run(s) of the command below are missing and not in the tables: " \
+        "navigation/hdppo_flat/seed_2." in text
+    assert row(text, "hdppo_flat")[2] == "0.500, 0.500"                      # the two finished seeds
+    assert "--report-only" not in text                                     # the command given trains them all

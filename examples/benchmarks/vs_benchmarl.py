@@ -29,7 +29,8 @@ collection rounds (2,048 steps with 2 workers x 16 copies) and its exact count i
 Wall-clock is the whole training process on both sides (start-up included); BenchMARL's includes
 its periodic evaluations, hdppo's final evaluation is not included.
 
-Finished runs (RUNS/TASK/ARM/seed_S/result.json) are reused; `--fresh` redoes them.
+Finished runs (RUNS/TASK/ARM/seed_S/result.json) are reused; `--fresh` redoes them; `--report-only`
+trains nothing and reports the finished runs it finds, listing the missing ones at the top.
 """
 from __future__ import annotations
 
@@ -240,10 +241,14 @@ def summary(verdicts: dict[str, dict[str, tuple[str, str, float | None]]]) -> li
     return lines + [""]
 
 
-def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_python: Path | None) -> Path:
+def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_python: Path | None,
+           missing: list[str] | None = None) -> Path:
     from hdppo.stats import diff_ci, mean_ci
     out.mkdir(parents=True, exist_ok=True)
     lines = []
+    if missing:
+        lines += [f"> **Incomplete**: {len(missing)} run(s) of the command below are missing and not in the "
+                  f"tables: {', '.join(missing)}.", ""]
     if args.frames < SMOKE_FRAMES or len(args.seed_list) < 3:
         lines += [f"> **Smoke run, not evidence**: {args.frames:,} frames per run, {len(args.seed_list)} seed(s). "
                   f"Evidence needs 3+ seeds and >= {FULL_FRAMES:,} frames per run.", ""]
@@ -317,6 +322,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--write", default=str(ROOT / "docs" / "evidence"), help="where external.md and the PNGs go")
     p.add_argument("--runs", default=str(ROOT / "runs" / "vs_benchmarl"), help="run folders (reused when finished)")
     p.add_argument("--fresh", action="store_true", help="redo runs that already have a result")
+    p.add_argument("--report-only", action="store_true",
+                   help="train nothing: report the finished runs (e.g. of an interrupted comparison), list the rest")
     p.add_argument("--benchmarl-threads", type=int, default=0,
                    help="torch threads of BenchMARL's process (0: torch's default, one per core, as published; "
                         "1 is much faster on a machine other jobs load, see README.md)")
@@ -336,9 +343,10 @@ def main(argv: list[str] | None = None) -> None:
     args.seed_list = list(range(args.seeds))
     interval = max(FRAMES_PER_BATCH, args.frames // 10 // FRAMES_PER_BATCH * FRAMES_PER_BATCH)
     given = argv if argv is not None else sys.argv[1:]
-    command = shlex.join(["python", "examples/benchmarks/vs_benchmarl.py", *given])
+    command = shlex.join(["python", "examples/benchmarks/vs_benchmarl.py", *[a for a in given if a != "--report-only"]])
     bm_python = ensure_benchmarl() if any(a.startswith("benchmarl") for a in arms) else None
     results: dict[str, dict[str, list[dict]]] = {}
+    missing: list[str] = []
     for task in tasks:
         for arm in arms_for(task, arms):
             for seed in args.seed_list:
@@ -350,6 +358,10 @@ def main(argv: list[str] | None = None) -> None:
                 if not args.fresh and old.get("frames_asked") == asked["frames_asked"] \
                         and old.get("hdppo_set", []) == asked["hdppo_set"]:
                     print(f"reuse {folder}", flush=True)
+                elif args.report_only:
+                    print(f"missing {folder} (--report-only: not trained)", flush=True)
+                    missing.append(f"{task}/{arm}/seed_{seed}")
+                    continue
                 else:
                     shutil.rmtree(folder, ignore_errors=True)      # an unfinished or --fresh run starts over
                     folder.mkdir(parents=True)
@@ -365,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"  final return {fmt(r['final_return'])}, {r['process_wall_s']:.0f} s, "
                       f"{r['frames'] / r['process_wall_s']:.0f} frames/s", flush=True)
                 results.setdefault(task, {}).setdefault(arm, []).append(r)
-    print(f"wrote {report(results, args, Path(args.write), command, bm_python)}")
+    print(f"wrote {report(results, args, Path(args.write), command, bm_python, missing)}")
 
 
 if __name__ == "__main__":
