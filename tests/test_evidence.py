@@ -57,6 +57,9 @@ def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path, 
     assert f"Reproduce with `python examples/evidence/grid.py --write {docs} --variant two=layers=2`" in text
     assert "3-layer (`layers=3`)" in text and "flat (`layers=1`)" in text and "![success curves](grid.png)" in text
     assert "env steps** with `workers=1 envs_per_worker=8 log_every=0`;" in text     # settings every run shares
+    timed = json.loads((out / "timings.json").read_text())
+    flat_row = next(line for line in text.splitlines() if line.startswith("| flat ("))
+    assert flat_row.split("|")[-2].strip() == f"{timed['flat-seed0'] / 60:.1f}"   # each design's own cost per run
     png = (tmp_path / "docs" / "grid.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     stamp = (out / "flat-seed0" / "state.json").stat().st_mtime_ns
@@ -76,7 +79,9 @@ def test_a_flat_team_that_never_improved_sets_no_target(tmp_path, monkeypatch):
     monkeypatch.setattr("hdppo.evaluate.play", lambda run, n, seed: [{"win": 0.0, "team_return": 1.0}] * n)
     summary = ev.summarize(plan)
     assert summary["flat_improved"] is False and summary["hier_steps_to_target"] is None
-    assert "no target" in ev.markdown(plan, summary, "x.png", "python x.py")
+    text = ev.markdown(plan, summary, "x.png", "python x.py")
+    assert "no target" in text
+    assert text.count(" | - |\n") == 2            # runs not timed here (no timings.json) show no training minutes
 
 
 def test_steps_to_target_per_seed_with_an_interval_across_the_seeds_that_reached_it(tmp_path):

@@ -182,7 +182,8 @@ def summarize(plan: EvidencePlan, eval_seed: int = 12345) -> dict[str, Any]:
                 extra[k].append([float(e.get(k, np.nan)) for e in eps])
         curve = mean_curve(runs, plan.outcome, grid)
         out["variants"][variant.label] = {      # intervals across the seeds (the replicates), not pooled episodes
-            "eval_per_seed": per_seed, "eval": seeds_ci(outcome), "team_return": seeds_ci(team),
+            "minutes": variant_minutes(plan, runs), "eval_per_seed": per_seed, "eval": seeds_ci(outcome),
+            "team_return": seeds_ci(team),
             "also": {k: seeds_ci(v) for k, v in extra.items()},
             "curve": curve.tolist(), "curve_final": final_value(curve),
             "commands": [shlex.join(plan.command(variant, s)) for s in plan.seeds]}
@@ -243,6 +244,18 @@ def _ci(ci: tuple[float, float, float]) -> str:
     return f"{ci[0]:.3f} [{ci[1]:.3f}, {ci[2]:.3f}]"
 
 
+def variant_minutes(plan: EvidencePlan, runs: list[Path]) -> float | None:
+    """Mean wall minutes of one training run of these runs (timings.json; None when none was timed here)."""
+    timings = plan.out / "timings.json"
+    times = json.loads(timings.read_text()) if timings.is_file() else {}
+    mine = [times[run.name] for run in runs if run.name in times]
+    return float(np.mean(mine)) / 60.0 if mine else None
+
+
+def _minutes(m: float | None) -> str:
+    return "-" if m is None else f"{m:.1f}"
+
+
 def run_minutes(plan: EvidencePlan) -> float:
     """Mean wall minutes of one training run, from the evidence folder's timings.json."""
     timings = plan.out / "timings.json"
@@ -265,14 +278,15 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command
              f"Confidence intervals are 95% Student-t intervals across the seeds' means (one seed: exact binomial or "
              f"bootstrap over its episodes).", "",
              f"| team | final {plan.outcome} (eval, 95% CI) | per seed | team return (eval) | "
-             + "".join(f"{k} (eval) | " for k in plan.also) + f"{plan.outcome} at the end of training |",
-             "|---|---|---|---|" + "---|" * len(plan.also) + "---:|"]
+             + "".join(f"{k} (eval) | " for k in plan.also) + f"{plan.outcome} at the end of training | "
+             "training min per run |",
+             "|---|---|---|---|" + "---|" * len(plan.also) + "---:|---:|"]
     for v in plan.variants:
         s = summary["variants"][v.label]
         per = ", ".join(f"{x:.2f}" for x in s["eval_per_seed"])
         lines.append(f"| {v.label} (`{' '.join(v.args) or 'defaults'}`) | {_ci(s['eval'])} | {per} | "
                      f"{_ci(s['team_return'])} | " + "".join(f"{_ci(s['also'][k])} | " for k in plan.also)
-                     + f"{s['curve_final']:.3f} |")
+                     + f"{s['curve_final']:.3f} | {_minutes(s.get('minutes'))} |")
     reach = summary["hier_steps_to_target"]
     lines += ["", f"![{plan.outcome} curves]({png_name})", ""]
     if not summary["flat_improved"]:
