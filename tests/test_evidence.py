@@ -100,3 +100,13 @@ def test_steps_to_target_per_seed_with_an_interval_across_the_seeds_that_reached
     assert got["per_seed"] == [300.0, 500.0, None] and got["reached"] == 2
     m, lo, hi = got["ci"]
     assert m == pytest.approx(400.0) and lo < 300 and hi > 500      # t interval with 1 dof is wide
+
+
+def test_minutes_per_run_are_the_median_of_the_designs_own_timed_runs(tmp_path):
+    from hdppo.tools.evidence import variant_minutes
+    plan = EvidencePlan("grid", "win", 100, [0, 1, 2], [Variant("flat", [])], out=tmp_path)
+    runs = [plan.run_dir(plan.variants[0], s) for s in plan.seeds]
+    assert variant_minutes(plan, runs) is None                            # nothing timed here
+    (tmp_path / "timings.json").write_text(json.dumps({"flat-seed0": 120.0, "flat-seed1": 600.0,
+                                                       "flat-seed2": 180.0, "other-seed0": 6000.0}))
+    assert variant_minutes(plan, runs) == pytest.approx(3.0)               # one slowed run does not move it

@@ -245,11 +245,12 @@ def _ci(ci: tuple[float, float, float]) -> str:
 
 
 def variant_minutes(plan: EvidencePlan, runs: list[Path]) -> float | None:
-    """Mean wall minutes of one training run of these runs (timings.json; None when none was timed here)."""
+    """Median wall minutes of one training run of these runs (timings.json; None when none was timed here).
+    The median, since one run slowed by another job on a shared machine would move a mean."""
     timings = plan.out / "timings.json"
     times = json.loads(timings.read_text()) if timings.is_file() else {}
     mine = [times[run.name] for run in runs if run.name in times]
-    return float(np.mean(mine)) / 60.0 if mine else None
+    return float(np.median(mine)) / 60.0 if mine else None
 
 
 def _minutes(m: float | None) -> str:
@@ -279,7 +280,7 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command
              f"bootstrap over its episodes).", "",
              f"| team | final {plan.outcome} (eval, 95% CI) | per seed | team return (eval) | "
              + "".join(f"{k} (eval) | " for k in plan.also) + f"{plan.outcome} at the end of training | "
-             "training min per run |",
+             "training min per run (median) |",
              "|---|---|---|---|" + "---|" * len(plan.also) + "---:|---:|"]
     for v in plan.variants:
         s = summary["variants"][v.label]
