@@ -141,17 +141,23 @@ def test_report_only_trains_nothing_and_lists_the_missing_runs(vs, tmp_path, mon
         (folder / "result.json").write_text(json.dumps({**runs(arm, [0.5], 10.0)[0], "frames": frames}))
 
     monkeypatch.setattr(vs, "run_hdppo", fake_run)
-    base = ["--frames", "60000", "--tasks", "navigation", "--arms", "hdppo_flat", "--runs", str(tmp_path / "runs"),
-            "--write", str(tmp_path / "out")]
-    vs.main(["--seeds", "2", *base])                                       # seeds 0 and 1 finished
+    where = ["--frames", "60000", "--tasks", "navigation", "--runs", str(tmp_path / "runs"),
+             "--write", str(tmp_path / "out")]
+    vs.main(["--seeds", "2", "--arms", "hdppo_flat", *where])              # seeds 0 and 1 finished
 
     def no_training(*args):
         raise AssertionError("--report-only trained a run")
 
     monkeypatch.setattr(vs, "run_hdppo", no_training)
-    vs.main(["--seeds", "3", "--report-only", *base])
+    monkeypatch.setattr(vs, "run_benchmarl", no_training)
+    vs.main(["--seeds", "3", "--arms", "hdppo_flat", "--report-only", *where])
     text = (tmp_path / "out" / "external.md").read_text()
     assert "**Incomplete**: 1 run(s) of the command below are missing and not in the tables: " \
         "navigation/hdppo_flat/seed_2." in text
     assert row(text, "hdppo_flat")[2] == "0.500, 0.500"                      # the two finished seeds
     assert "--report-only" not in text                                     # the command given trains them all
+
+    monkeypatch.setattr(vs, "ensure_benchmarl", lambda: pytest.fail("--report-only made BenchMARL's venv"))
+    monkeypatch.setattr(vs, "BENCHMARL_VENV", tmp_path / "no-venv")
+    vs.main(["--seeds", "3", "--arms", "benchmarl_mappo,hdppo_flat", "--report-only", *where])
+    assert "**Incomplete**: 4 run(s)" in (tmp_path / "out" / "external.md").read_text()

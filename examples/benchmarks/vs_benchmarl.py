@@ -344,7 +344,10 @@ def main(argv: list[str] | None = None) -> None:
     interval = max(FRAMES_PER_BATCH, args.frames // 10 // FRAMES_PER_BATCH * FRAMES_PER_BATCH)
     given = argv if argv is not None else sys.argv[1:]
     command = shlex.join(["python", "examples/benchmarks/vs_benchmarl.py", *[a for a in given if a != "--report-only"]])
-    bm_python = ensure_benchmarl() if any(a.startswith("benchmarl") for a in arms) else None
+    bm_python: Path | None = None
+    if any(a.startswith("benchmarl") for a in arms):            # --report-only makes no venv, it only reads one
+        venv_python = BENCHMARL_VENV / "bin" / "python"
+        bm_python = ensure_benchmarl() if not args.report_only else venv_python if venv_python.exists() else None
     results: dict[str, dict[str, list[dict]]] = {}
     missing: list[str] = []
     for task in tasks:

@@ -1,8 +1,8 @@
 """Evidence for the PPO epochs default on a scenario of ours: the flat team of 12 units on skirmish
 (scripted opponent at its default difficulty) with `epochs=16` and `epochs=8` against the default
-(`epochs=4`), 5 seeds each at 300k env steps. On the VMAS tasks of docs/evidence/external.md, `epochs=16` closed
-the gap to BenchMARL MAPPO; this checks whether the same setting helps, or costs, on skirmish
-before the default could change.
+(`epochs=4`), 5 seeds each at 300k env steps. On the VMAS tasks of docs/evidence/external.md,
+`epochs=16` closed the gap to BenchMARL MAPPO; this checks whether the same setting helps, or
+costs, on skirmish before the default could change.
 
     python examples/evidence/skirmish_epochs.py --write docs/evidence --tag epochs
 
