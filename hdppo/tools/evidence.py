@@ -82,10 +82,9 @@ def train_all(plan: EvidencePlan, log: Callable[[str], None] = print) -> None:
             if proc.returncode != 0:
                 raise SystemExit(f"`{shlex.join(cmd)}` failed (exit {proc.returncode}); see {run.with_suffix('.log')}")
             seconds = time.perf_counter() - t0
-            timings = plan.out / "timings.json"
-            times = json.loads(timings.read_text()) if timings.is_file() else {}
+            times = read_timings(plan)
             times[run.name] = seconds
-            timings.write_text(json.dumps(times, indent=1))
+            (plan.out / "timings.json").write_text(json.dumps(times, indent=1))
             log(f"       done in {seconds:.0f} s")
 
 
@@ -244,11 +243,16 @@ def _ci(ci: tuple[float, float, float]) -> str:
     return f"{ci[0]:.3f} [{ci[1]:.3f}, {ci[2]:.3f}]"
 
 
+def read_timings(plan: EvidencePlan) -> dict[str, float]:
+    """Training seconds per run folder name, from OUT/timings.json (empty when no run was timed here)."""
+    timings = plan.out / "timings.json"
+    return json.loads(timings.read_text()) if timings.is_file() else {}
+
+
 def variant_minutes(plan: EvidencePlan, runs: list[Path]) -> float | None:
     """Median wall minutes of one training run of these runs (timings.json; None when none was timed here).
     The median, since one run slowed by another job on a shared machine would move a mean."""
-    timings = plan.out / "timings.json"
-    times = json.loads(timings.read_text()) if timings.is_file() else {}
+    times = read_timings(plan)
     mine = [times[run.name] for run in runs if run.name in times]
     return float(np.median(mine)) / 60.0 if mine else None
 
@@ -259,8 +263,7 @@ def _minutes(m: float | None) -> str:
 
 def run_minutes(plan: EvidencePlan) -> float:
     """Mean wall minutes of one training run, from the evidence folder's timings.json."""
-    timings = plan.out / "timings.json"
-    times = json.loads(timings.read_text()) if timings.is_file() else {}
+    times = read_timings(plan)
     return float(np.mean(list(times.values()))) / 60.0 if times else float("nan")
 
 
@@ -287,7 +290,7 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command
         per = ", ".join(f"{x:.2f}" for x in s["eval_per_seed"])
         lines.append(f"| {v.label} (`{' '.join(v.args) or 'defaults'}`) | {_ci(s['eval'])} | {per} | "
                      f"{_ci(s['team_return'])} | " + "".join(f"{_ci(s['also'][k])} | " for k in plan.also)
-                     + f"{s['curve_final']:.3f} | {_minutes(s.get('minutes'))} |")
+                     + f"{s['curve_final']:.3f} | {_minutes(s['minutes'])} |")
     reach = summary["hier_steps_to_target"]
     lines += ["", f"![{plan.outcome} curves]({png_name})", ""]
     if not summary["flat_improved"]:
