@@ -78,9 +78,13 @@ def sh(cmd: list[str], log: Path | None = None, env: dict | None = None) -> floa
     return time.perf_counter() - start
 
 
+def benchmarl_python() -> Path:
+    return BENCHMARL_VENV / "bin" / "python"
+
+
 def ensure_benchmarl() -> Path:
     """BenchMARL's own venv, made on first use with hdppo's torch version (CPU) pinned."""
-    python = BENCHMARL_VENV / "bin" / "python"
+    python = benchmarl_python()
     if python.exists():
         return python
     import torch
@@ -345,9 +349,11 @@ def main(argv: list[str] | None = None) -> None:
     given = argv if argv is not None else sys.argv[1:]
     command = shlex.join(["python", "examples/benchmarks/vs_benchmarl.py", *[a for a in given if a != "--report-only"]])
     bm_python: Path | None = None
-    if any(a.startswith("benchmarl") for a in arms):            # --report-only makes no venv, it only reads one
-        venv_python = BENCHMARL_VENV / "bin" / "python"
-        bm_python = ensure_benchmarl() if not args.report_only else venv_python if venv_python.exists() else None
+    if any(a.startswith("benchmarl") for a in arms):
+        if not args.report_only:
+            bm_python = ensure_benchmarl()
+        elif benchmarl_python().exists():                        # --report-only reads BenchMARL's venv, never makes it
+            bm_python = benchmarl_python()
     results: dict[str, dict[str, list[dict]]] = {}
     missing: list[str] = []
     for task in tasks:
