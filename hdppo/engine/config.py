@@ -37,7 +37,7 @@ class LayerConfig:
     ent_coef: float = 0.01                # decays linearly to ent_coef_final
     ent_coef_final: float = 0.001
     max_grad_norm: float = 0.5
-    epochs: int = 4
+    epochs: int = 16                      # passes over each batch (MAPPO's paper: 15; see docs/engine.md)
     minibatches: int = 4
     norm_adv: bool = True
     reward_norm: bool = False             # per-worker running normalisation of rewards (see docs/engine.md)
