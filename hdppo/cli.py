@@ -55,7 +55,7 @@ def _parse_loads(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _train_spec(args: argparse.Namespace):
+def train_spec(args: argparse.Namespace):
     """The RunSpec of `hdppo train SCENARIO ...`: flags and KEY=VALUE pairs, resolved once."""
     from hdppo.engine.spec import RunSpec
     from hdppo.errors import ConfigError
@@ -120,7 +120,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             from hdppo.errors import ConfigError
             raise ConfigError("--reinit only goes with --resume", "drop --reinit, or add --resume RUN")
         from hdppo.runfolder import record_resolved, record_scenario
-        spec = _train_spec(args)
+        spec = train_spec(args)
         trainer = Trainer(spec)
         record_scenario(trainer.out, spec.scenario)     # eval / load / render work from any directory
         record_resolved(trainer.out, workers=spec.train.n_workers())
@@ -382,21 +382,28 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"hdppo: warning: {message}", file=sys.stderr)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, parsed; key=value overrides may sit between options (`train grid --layer low
+    lr=1e-3`). A bare word or an unknown option exits 2 with a usage error."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    # key=value overrides may sit between options (`train grid --layer low lr=1e-3`)
     words = [a for a in extra if not a.startswith("-") and "=" not in a and hasattr(args, "overrides")]
     if words:
-        print(f"hdppo: error: argument {words[0]!r} is not of the form key=value\n"
-              f"  fix: write overrides as key=value (e.g. {words[0]}=VALUE), or put options before them",
-              file=sys.stderr)
-        return 2
+        parser.exit(2, f"hdppo: error: argument {words[0]!r} is not of the form key=value\n"
+                       f"  fix: write overrides as key=value (e.g. {words[0]}=VALUE), or put options before them\n")
     stray = [a for a in extra if a.startswith("-") or "=" not in a or not hasattr(args, "overrides")]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
         args.overrides = list(args.overrides) + extra
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parse(argv)
+    except SystemExit as stop:          # a usage error (2) or --help (0): an exit status, as for a failed run
+        return int(stop.code or 0)
     args.argv = list(argv if argv is not None else sys.argv[1:])[1:]
     if not args.debug:
         import warnings

@@ -77,6 +77,7 @@ def test_finished_runs_are_reused_only_for_the_same_budget_and_settings(vs, tmp_
         (folder / "result.json").write_text(json.dumps({**r, "frames": frames}))
 
     monkeypatch.setattr(vs, "run_hdppo", fake_run)
+    monkeypatch.setattr(vs, "changed_since", lambda *args: [])          # made-up runs: nothing changed since
     base = ["--seeds", "3", "--tasks", "navigation", "--arms", "hdppo_flat", "--runs", str(tmp_path / "runs"),
             "--write", str(tmp_path / "out")]
     vs.main(["--frames", "60000", *base])
@@ -111,7 +112,7 @@ def test_the_summary_counts_each_arms_targets_over_the_tasks(vs, tmp_path):
 
 
 @pytest.mark.parametrize(("arm", "settings"), [("hdppo_flat", []), ("hdppo_flat_decentralized", ["centralized=false"]),
-                                               ("hdppo_flat_epochs16", ["epochs=16"])])
+                                               ("hdppo_flat_epochs4", ["epochs=4"])])
 def test_each_hdppo_arm_trains_with_its_own_settings(vs, tmp_path, monkeypatch, arm, settings):
     commands = []
 
@@ -124,7 +125,7 @@ def test_each_hdppo_arm_trains_with_its_own_settings(vs, tmp_path, monkeypatch, 
         vs.run_hdppo("navigation", arm, 0, 12_000, tmp_path, ["lr=1e-4"])
     cmd = commands[0]
     assert cmd[cmd.index("train") + 1] == "vmas_navigation" and cmd[-1] == "lr=1e-4"
-    assert [a for a in cmd if a in ("centralized=false", "epochs=16")] == settings
+    assert [a for a in cmd if a in ("centralized=false", "epochs=4")] == settings
     assert {a for a in vs.ARMS if a.startswith("hdppo")} == set(vs.HDPPO_ARGS)
 
 
@@ -141,6 +142,7 @@ def test_report_only_trains_nothing_and_lists_the_missing_runs(vs, tmp_path, mon
         (folder / "result.json").write_text(json.dumps({**runs(arm, [0.5], 10.0)[0], "frames": frames}))
 
     monkeypatch.setattr(vs, "run_hdppo", fake_run)
+    monkeypatch.setattr(vs, "changed_since", lambda *args: [])
     where = ["--frames", "60000", "--tasks", "navigation", "--runs", str(tmp_path / "runs"),
              "--write", str(tmp_path / "out")]
     vs.main(["--seeds", "2", "--arms", "hdppo_flat", *where])              # seeds 0 and 1 finished
@@ -161,3 +163,35 @@ def test_report_only_trains_nothing_and_lists_the_missing_runs(vs, tmp_path, mon
     monkeypatch.setattr(vs, "BENCHMARL_VENV", tmp_path / "no-venv")
     vs.main(["--seeds", "3", "--arms", "benchmarl_mappo,hdppo_flat", "--report-only", *where])
     assert "**Incomplete**: 4 run(s)" in (tmp_path / "out" / "external.md").read_text()
+
+
+def test_a_finished_run_that_its_command_would_no_longer_make_is_trained_again(vs, tmp_path, monkeypatch):
+    trained = []
+
+    def fake_run(task, arm, seed, frames, folder, extra):
+        trained.append(seed)
+        (folder / "result.json").write_text(json.dumps({**runs(arm, [0.5], 10.0)[0], "frames": frames}))
+
+    monkeypatch.setattr(vs, "run_hdppo", fake_run)
+    base = ["--frames", "60000", "--seeds", "2", "--tasks", "navigation", "--arms", "hdppo_flat",
+            "--runs", str(tmp_path / "runs"), "--write", str(tmp_path / "out")]
+    monkeypatch.setattr(vs, "changed_since", lambda *args: [])
+    vs.main(base)
+    # a default changed since seed 1 ran (as hdppo's epochs did, 4 -> 16): same budget and settings asked
+    changed = ["train.layers.low.epochs: 4 in the run, 16 now"]
+    monkeypatch.setattr(vs, "changed_since", lambda task, arm, seed, *rest: changed if seed == 1 else [])
+    vs.main([*base, "--report-only"])
+    assert "navigation/hdppo_flat/seed_1 (made with other settings)" in (tmp_path / "out" / "external.md").read_text()
+    vs.main(base)
+    assert trained == [0, 1, 1]
+
+
+def test_changed_since_compares_the_real_run_folder_with_the_arms_command(vs, tmp_path, monkeypatch):
+    seen = []
+    import hdppo.tools.same_run as same_run
+    monkeypatch.setattr(same_run, "changed_settings", lambda run, argv: seen.append((run, argv)) or ["x"])
+    assert vs.changed_since("navigation", "hdppo_flat_epochs4", 2, 60_000, tmp_path, ["lr=1e-4"]) == ["x"]
+    run, argv = seen[0]
+    assert run == tmp_path / "run" and argv[0] == "vmas_navigation"
+    assert argv[argv.index("--seed") + 1] == "2" and "epochs=4" in argv and argv[-1] == "lr=1e-4"
+    assert vs.changed_since("navigation", "benchmarl_mappo", 0, 60_000, tmp_path, []) == [] and len(seen) == 1

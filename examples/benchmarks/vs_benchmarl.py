@@ -131,11 +131,26 @@ def as_module(cmd: list[str]) -> list[str]:
     return [sys.executable, "-m", "hdppo.cli", *cmd[1:]]
 
 
+def hdppo_command(task: str, arm: str, seed: int, frames: int, folder: Path, extra: list[str]) -> list[str]:
+    """The `hdppo train` command of one hdppo run (its run folder is FOLDER/run)."""
+    scenario, _, fixed = TASKS[task]
+    return ["hdppo", "train", scenario, "--steps", str(frames), "--seed", str(seed), "--no-progress",
+            "--out", str(folder / "run"), *HDPPO_ARGS[arm], *[f"{k}={v}" for k, v in fixed.items()], *extra]
+
+
+def changed_since(task: str, arm: str, seed: int, frames: int, folder: Path, extra: list[str]) -> list[str]:
+    """Settings where a finished hdppo run differs from what its command gives with this code (e.g. a
+    default changed since it ran); empty for BenchMARL arms."""
+    if arm.startswith("benchmarl"):
+        return []
+    from hdppo.tools.same_run import changed_settings
+    return changed_settings(folder / "run", hdppo_command(task, arm, seed, frames, folder, extra)[2:])
+
+
 def run_hdppo(task: str, arm: str, seed: int, frames: int, folder: Path, extra: list[str]) -> None:
-    scenario, n_agents, fixed = TASKS[task]
+    n_agents = TASKS[task][1]
     run = folder / "run"
-    cmd = ["hdppo", "train", scenario, "--steps", str(frames), "--seed", str(seed), "--no-progress",
-           "--out", str(run), *HDPPO_ARGS[arm], *[f"{k}={v}" for k, v in fixed.items()], *extra]
+    cmd = hdppo_command(task, arm, seed, frames, folder, extra)
     wall = sh(as_module(cmd), folder / "log.txt")
     ev = ["hdppo", "eval", str(run), "--episodes", "10", "--deterministic", "--json", "--seed", str(1000 + seed)]
     out = subprocess.run(as_module(ev), capture_output=True, text=True)
@@ -364,12 +379,17 @@ def main(argv: list[str] | None = None) -> None:
                 extra = [] if arm.startswith("benchmarl") else args.hdppo_set
                 asked = {"frames_asked": args.frames, "hdppo_set": extra}
                 old = json.loads(done.read_text()) if done.exists() else {}
-                if not args.fresh and old.get("frames_asked") == asked["frames_asked"] \
-                        and old.get("hdppo_set", []) == asked["hdppo_set"]:
+                same = old.get("frames_asked") == asked["frames_asked"] and old.get("hdppo_set", []) == extra
+                changed = changed_since(task, arm, seed, args.frames, folder, extra) if same else []
+                if changed:
+                    print(f"{folder} was made with settings its command no longer gives: {'; '.join(changed)}",
+                          flush=True)
+                if not args.fresh and same and not changed:
                     print(f"reuse {folder}", flush=True)
                 elif args.report_only:
-                    print(f"missing {folder} (--report-only: not trained)", flush=True)
-                    missing.append(f"{task}/{arm}/seed_{seed}")
+                    why = "made with other settings" if changed else "not trained"
+                    print(f"missing {folder} (--report-only: {why})", flush=True)
+                    missing.append(f"{task}/{arm}/seed_{seed}" + (" (made with other settings)" if changed else ""))
                     continue
                 else:
                     shutil.rmtree(folder, ignore_errors=True)      # an unfinished or --fresh run starts over

@@ -61,6 +61,24 @@ def finished(run: Path, steps: int) -> bool:
     return state.is_file() and json.loads(state.read_text()).get("env_steps", 0) >= steps
 
 
+def check_current(plan: EvidencePlan) -> None:
+    """Refuse finished runs that their command, resolved by this code, would no longer make (e.g. a
+    default changed since): a report on them would list commands that give other numbers."""
+    from hdppo.tools.same_run import changed_settings
+    stale = {}
+    for seed in plan.seeds:
+        for variant in plan.variants:
+            run = plan.run_dir(variant, seed)
+            if finished(run, plan.steps) and (changes := changed_settings(run, plan.command(variant, seed)[2:])):
+                stale[run] = changes
+    if stale:
+        lines = "\n".join(f"  {run}: {'; '.join(changes)}" for run, changes in stale.items())
+        raise SystemExit(f"these finished runs were made with settings their commands no longer give:\n{lines}\n"
+                         "fix: remove those folders to train them again with this code, or put the runs' values in "
+                         "the plan's arguments (e.g. `epochs=4` where a default changed) so the report says how "
+                         "they were made")
+
+
 def train_all(plan: EvidencePlan, log: Callable[[str], None] = print) -> None:
     """Train every missing (variant, seed) run, one process each, output in RUN.log beside the folder."""
     for seed in plan.seeds:
@@ -353,6 +371,7 @@ def main(plan: EvidencePlan, script: str, argv: list[str] | None = None) -> dict
             p.error(f"--variant {spec!r}: write LABEL=ARGS, e.g. 'no-shaping=layers=3 w_int.low=0'")
         plan.variants.insert(len(plan.variants) - 1, Variant(label, shlex.split(rest)))
     made = provenance.provenance()          # before this report writes its own files into the checkout
+    check_current(plan)
     if not args.report_only:
         train_all(plan)
     summary = summarize(plan)

@@ -1,0 +1,52 @@
+"""Is a finished run still what its command makes? Reports reuse finished runs, so they must know.
+
+`changed_settings(run, argv)` resolves `hdppo train ARGV` with the code installed now (defaults
+included, nothing trained) and lists every setting where RUN/config.json differs: a default that
+changed since the run (`low.epochs: 4 in the run, 16 now`), a scenario parameter, the layers
+trained. Settings that do not change what training does (the budget, progress, checkpoint and
+logging intervals, timeouts, the Ray address) are not compared.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+NOT_COMPARED = {"steps", "progress", "checkpoint_every", "checkpoint_seconds", "worker_timeout", "log_every",
+                "address", "worker_restarts"}
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists and scalars are leaves."""
+    if not isinstance(data, dict):
+        return {prefix: data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def resolved_config(argv: list[str]) -> dict[str, Any]:
+    """What `hdppo train ARGV` (arguments after `train`) would record in config.json, without training."""
+    import dataclasses
+
+    from hdppo.cli import parse, train_spec
+    from hdppo.engine.config import train_config_to_dict
+    args = parse(["train", *argv])
+    spec = train_spec(args)
+    train = {k: v for k, v in train_config_to_dict(spec.train).items() if k not in NOT_COMPARED}
+    config = {"train": train, "scenario_config": dataclasses.asdict(spec.resolve().config), "layers": spec.layers}
+    return json.loads(json.dumps(config, default=str))        # as config.json holds it (tuples as lists)
+
+
+def changed_settings(run: str | Path, argv: list[str]) -> list[str]:
+    """'KEY: X in the run, Y now' for each setting where RUN/config.json differs from `hdppo train ARGV`
+    resolved by this code; empty when ARGV would make the same run."""
+    from hdppo.runfolder import load_run_config
+    recorded = load_run_config(run)
+    now = flatten(resolved_config(argv))
+    then = flatten({k: recorded.get(k) for k in ("train", "scenario_config", "layers")})
+    then = {k: v for k, v in then.items() if k.split(".")[0] != "train" or k.split(".")[1] not in NOT_COMPARED}
+    missing = "(not recorded)"
+    return [f"{key}: {then.get(key, missing)} in the run, {now.get(key, missing)} now"
+            for key in sorted(set(now) | set(then)) if then.get(key, missing) != now.get(key, missing)]
