@@ -7,6 +7,9 @@ env-step budget; final win rate with 95% bootstrap CIs, points held and enemies 
 The issue's aim: the 3-layer team reaches the flat team's final win rate in at most half the env
 steps. Finished runs in runs/evidence/skirmish are reused; `--steps`, `--seeds`, `--report-only`
 as in hdppo.tools.evidence.main.
+
+`epochs=4` is pinned: these runs were made when it was hdppo's default (now 16), and the listed
+commands must still make them.
 """
 from pathlib import Path
 
@@ -15,7 +18,7 @@ from hdppo.tools.evidence import EvidencePlan, Variant, main
 PLAN = EvidencePlan(
     scenario="skirmish", outcome="win", steps=1_000_000, seeds=[0, 1, 2],
     variants=[Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
-    common=["workers=2"], eval_episodes=100, out=Path("runs/evidence/skirmish"),
+    common=["workers=2", "epochs=4"], eval_episodes=100, out=Path("runs/evidence/skirmish"),
     also=["points_held", "enemies_killed", "units_lost"])
 
 if __name__ == "__main__":

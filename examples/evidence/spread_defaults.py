@@ -6,8 +6,10 @@ benchmark a user compares with MAPPO first, 3 seeds at 300k env steps, team retu
 
 Runs with the current defaults are trained (or reused when finished) under --out; `--before` adds
 run folders made by another version of hdppo (e.g. the commit before a change of defaults) as a
-second group. The report gives, per seed, the first logged team return, the final one (mean of
-the last 5 logged values) and the change, with a Student-t interval across seeds.
+second group. `epochs=4` is pinned: the runs were made when it was the default (now 16), and this
+report is about the change of value_norm and centralized. The report gives, per seed, the first
+logged team return, the final one (mean of the last 5 logged values) and the change, with a
+Student-t interval across seeds.
 """
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ import numpy as np
 from hdppo.engine.metrics import read_csv
 from hdppo.stats import seeds_ci
 from hdppo.tools.evidence import finished
+from hdppo.tools.same_run import changed_settings
 
-TASK = ["n_agents=3", "squad_size=3", "max_cycles=25", "layers=1"]
+TASK = ["n_agents=3", "squad_size=3", "max_cycles=25", "layers=1", "epochs=4"]
 STEPS = 300_000
 
 
@@ -86,11 +89,14 @@ def main(argv: list[str] | None = None) -> None:
     after = []
     for seed in args.seeds:
         run = Path(args.out) / f"after-seed{seed}"
+        if finished(run, STEPS) and (changes := changed_settings(run, command(seed, run)[2:])):
+            sys.exit(f"{run} was made with settings its command no longer gives ({'; '.join(changes)}); "
+                     "remove it to train it again, or pin the run's values in TASK")
         if not finished(run, STEPS):
             print(" ".join(command(seed, run)), flush=True)
             subprocess.run(command(seed, run), check=True)
         after.append(run)
-    groups = {"current defaults": after}
+    groups = {"later defaults (epochs=4)": after}
     if args.before:
         groups = {args.before_label: [Path(r) for r in args.before], **groups}
     lines = []
@@ -117,8 +123,9 @@ def report(lines: list[str], args: argparse.Namespace) -> str:
            if args.before else "`."),
         "",
         "The earlier defaults normalised rewards per worker and gave each unit its own critic with no",
-        "value normalisation; the current ones leave rewards as they are, standardise the critic's",
-        "targets (value_norm) and give the critic the layer's joint state (centralized). Both groups",
+        "value normalisation; the later ones leave rewards as they are, standardise the critic's",
+        "targets (value_norm) and give the critic the layer's joint state (centralized), as hdppo's",
+        "defaults still do; both ran `epochs=4`, the default then (now 16). Both groups",
         "also differ in the engine fixes made with them (rollout-end bootstrap, per-stage schedules).",
         "",
         "![team return over training](spread-defaults.png)",
