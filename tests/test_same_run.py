@@ -12,7 +12,7 @@ from hdppo.cli import main as cli_main
 from hdppo.engine.config import LayerConfig
 from hdppo.tools.evidence import EvidencePlan, Variant
 from hdppo.tools.evidence import main as evidence_main
-from hdppo.tools.same_run import changed_settings, flatten
+from hdppo.tools.same_run import changed_settings, compared, flatten
 
 ARGS = ["grid", "--layer", "all", "--steps", "512", "--seed", "0", "--no-progress", "layers=1", "workers=1",
         "backend=inline", "envs_per_worker=4", "rollout=16", "minibatches=1", "log_every=0"]
@@ -27,6 +27,11 @@ def run(tmp_path_factory):
 
 def test_flatten_joins_nested_keys_and_keeps_lists_whole():
     assert flatten({"a": {"b": 1, "c": [1, 2]}, "d": "x"}) == {"a.b": 1, "a.c": [1, 2], "d": "x"}
+
+
+def test_only_what_training_does_is_compared():
+    assert not compared("train.steps") and not compared("train.log_every")
+    assert compared("train.layers.low.epochs") and compared("train.seed") and compared("scenario_config.steps")
 
 
 def test_the_same_command_makes_the_same_run(run):

@@ -34,9 +34,15 @@ def resolved_config(argv: list[str]) -> dict[str, Any]:
     from hdppo.engine.config import train_config_to_dict
     args = parse(["train", *argv])
     spec = train_spec(args)
-    train = {k: v for k, v in train_config_to_dict(spec.train).items() if k not in NOT_COMPARED}
-    config = {"train": train, "scenario_config": dataclasses.asdict(spec.resolve().config), "layers": spec.layers}
+    config = {"train": train_config_to_dict(spec.train), "scenario_config": dataclasses.asdict(spec.resolve().config),
+              "layers": spec.layers}
     return json.loads(json.dumps(config, default=str))        # as config.json holds it (tuples as lists)
+
+
+def compared(key: str) -> bool:
+    """Whether a flattened config key is part of what training does (`train.steps` is not)."""
+    head, _, rest = key.partition(".")
+    return head != "train" or rest.split(".")[0] not in NOT_COMPARED
 
 
 def changed_settings(run: str | Path, argv: list[str]) -> list[str]:
@@ -44,9 +50,9 @@ def changed_settings(run: str | Path, argv: list[str]) -> list[str]:
     resolved by this code; empty when ARGV would make the same run."""
     from hdppo.runfolder import load_run_config
     recorded = load_run_config(run)
-    now = flatten(resolved_config(argv))
-    then = flatten({k: recorded.get(k) for k in ("train", "scenario_config", "layers")})
-    then = {k: v for k, v in then.items() if k.split(".")[0] != "train" or k.split(".")[1] not in NOT_COMPARED}
+    now = {k: v for k, v in flatten(resolved_config(argv)).items() if compared(k)}
+    then = {k: v for k, v in flatten({k: recorded.get(k) for k in ("train", "scenario_config", "layers")}).items()
+            if compared(k)}
     missing = "(not recorded)"
     return [f"{key}: {then.get(key, missing)} in the run, {now.get(key, missing)} now"
             for key in sorted(set(now) | set(then)) if then.get(key, missing) != now.get(key, missing)]
