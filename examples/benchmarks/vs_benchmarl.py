@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> None:
                 elif args.report_only:
                     why = "made with other settings" if changed else "not trained"
                     print(f"missing {folder} (--report-only: {why})", flush=True)
-                    missing.append(f"{task}/{arm}/seed_{seed}" + (" (made with other settings)" if changed else ""))
+                    missing.append(f"{task}/{arm}/seed_{seed}" + (f" ({why})" if changed else ""))
                     continue
                 else:
                     shutil.rmtree(folder, ignore_errors=True)      # an unfinished or --fresh run starts over
