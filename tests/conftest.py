@@ -16,7 +16,8 @@ RAY_FILES = {"test_ray_backend.py", "test_ray_faults.py", "test_ray_netcost.py",
 SLOW_FILES = {"test_engine.py", "test_engine_bookkeeping.py", "test_budget.py", "test_value_norm.py",
               "test_learning_spread.py", "test_run_commit.py", "test_cli.py", "test_user_project.py",
               "test_check_all.py", "test_runtime.py", "test_export.py", "test_plot.py", "test_diagnose.py",
-              "test_evidence.py", "test_evidence_drift.py", "test_vmas.py"}
+              "test_evidence.py", "test_evidence_drift.py", "test_vmas.py", "test_target_kl.py",
+              "test_bench_learner.py"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -101,6 +101,8 @@ def test_argparse_choices_exit_2(capsys):
     (["steps=-5"], ["'steps'"]),
     (["envs_per_worker=0"], ["'envs_per_worker'"]),
     (["epochs=0"], ["epochs"]),
+    (["target_kl=-0.01"], ["target_kl", ">= 0"]),
+    (["target_kl=nan"], ["target_kl"]),
 ])
 def test_out_of_range_values_are_refused(args, names, tmp_path, capsys):
     """A well-formed number outside its range is a config error, not a traceback or an empty run."""

@@ -15,21 +15,9 @@ from hdppo.engine.trainer import Trainer
 from hdppo.engine.worker import GradResult, Worker, WorkerSpec
 from hdppo.team.scenario import load_scenario
 
-GRID_LAYERS = ["high", "mid", "low"]
+from engine_helpers import GRID_LAYERS, grid_server, params_of, train
+
 LOW_ON_GOALS = {"w_ext.low": "0", "w_int.low": "1", "lr": "1e-3", "rollout": "16", "progress": "false"}
-
-
-def train(out: Path, layers: list[str], scenario: str = "grid", frozen: dict | None = None, **overrides) -> Trainer:
-    names = [s.name for s in load_scenario(scenario).build_layers(load_scenario(scenario).make_config())]
-    keys = set(load_scenario(scenario).make_config().__dataclass_fields__)
-    tc, scen = resolve_overrides({k: str(v) for k, v in overrides.items()}, names, keys)
-    t = Trainer(RunSpec(scenario, scen, tc, layers, frozen or {}, out))
-    t.run()
-    return t
-
-
-def params_of(run: Path, layer: str) -> dict[str, np.ndarray]:
-    return {k: v.numpy() for k, v in load_checkpoint(run / "checkpoints" / layer)[0].items()}
 
 
 def goal_success(run: Path, layer_ckpt: Path, steps: int = 300, seed: int = 99, **scenario) -> float:
@@ -117,15 +105,8 @@ def test_server_aggregates_by_samples_uniform_and_return():
     assert w[2] == 0 and w[1] > w[0] and w.sum() == pytest.approx(1.0)
 
 
-def _server(lc_overrides=None):
-    sc = load_scenario("grid")
-    info = layer_infos(sc, sc.make_config(), 0)[2]
-    tc, _ = resolve_overrides(lc_overrides or {}, GRID_LAYERS, set())
-    return ParameterServer(info, tc.layers["low"], seed=0)
-
-
 def test_sync_apply_equals_one_step_on_the_weighted_mean_gradient():
-    s1, s2 = _server({"max_grad_norm": "1e9"}), _server({"max_grad_norm": "1e9"})
+    s1, s2 = grid_server({"max_grad_norm": "1e9"}), grid_server({"max_grad_norm": "1e9"})
     rng = np.random.default_rng(0)
     g = [rng.normal(size=s1.n_params).astype(np.float32) for _ in range(2)]
     stats = {"pg_loss": 0, "v_loss": 0, "entropy": 0, "approx_kl": 0, "clipfrac": 0}
@@ -136,7 +117,7 @@ def test_sync_apply_equals_one_step_on_the_weighted_mean_gradient():
 
 
 def test_async_drops_gradients_older_than_max_staleness():
-    s = _server({"max_staleness": "1"})
+    s = grid_server({"max_staleness": "1"})
     g = np.ones(s.n_params, np.float32)
     assert s.apply_async(GradResult("low", 0, 0, 5, g, {}))          # staleness 0
     assert s.apply_async(GradResult("low", 0, 0, 5, g, {}))          # staleness 1
@@ -145,7 +126,7 @@ def test_async_drops_gradients_older_than_max_staleness():
 
 
 def test_schedules_decay_lr_and_entropy():
-    s = _server()
+    s = grid_server()
     s.set_progress(0.0)
     assert s.optimizer.param_groups[0]["lr"] == pytest.approx(3e-4) and s.ent_coef == pytest.approx(0.01)
     s.set_progress(0.5)
@@ -155,13 +136,13 @@ def test_schedules_decay_lr_and_entropy():
 
 
 def test_server_state_round_trip_restores_adam_exactly(tmp_path):
-    s = _server()
+    s = grid_server()
     rng = np.random.default_rng(1)
     for _ in range(3):
         s.apply_async(GradResult("low", 0, s.version, 4, rng.normal(size=s.n_params).astype(np.float32), {}))
     tensors, meta = s.state()
     save_checkpoint(tmp_path / "ck", tensors, meta)
-    t = _server()
+    t = grid_server()
     t.load_state(*load_checkpoint(tmp_path / "ck"))
     g = rng.normal(size=s.n_params).astype(np.float32)
     s.apply_async(GradResult("low", 0, s.version, 4, g, {}))

@@ -37,7 +37,8 @@ class LayerConfig:
     ent_coef: float = 0.01                # decays linearly to ent_coef_final
     ent_coef_final: float = 0.001
     max_grad_norm: float = 0.5
-    epochs: int = 16                      # passes over each batch (MAPPO's paper: 15; see docs/engine.md)
+    epochs: int = 16                      # most passes over each batch (MAPPO's paper: 15; see docs/engine.md)
+    target_kl: float = 0.0                # end a batch's epochs once an epoch's mean approx KL passes it; 0 = off
     minibatches: int = 4
     norm_adv: bool = True
     reward_norm: bool = False             # per-worker running normalisation of rewards (see docs/engine.md)
@@ -166,6 +167,7 @@ def check_train_config(cfg: TrainConfig) -> None:
         check_layer_ranges(name, lc, need)
     for name, lc in cfg.layers.items():
         for key, ok, rule in (("lr", lc.lr > 0, "> 0"), ("epochs", lc.epochs >= 1, ">= 1"),
+                              ("target_kl", _finite(lc.target_kl) and lc.target_kl >= 0, ">= 0 (0 = every epoch)"),
                               ("minibatches", lc.minibatches >= 1, ">= 1"), ("rollout", lc.rollout >= 0, ">= 0"),
                               ("pool", lc.pool >= 0, ">= 0"), ("clip_eps", lc.clip_eps > 0, "> 0"),
                               ("gae_lambda", 0.0 <= lc.gae_lambda <= 1.0, "in [0, 1]"),

@@ -12,9 +12,16 @@ from hdppo.engine.backends import Backend
 from hdppo.engine.budget import schedule_progress
 from hdppo.engine.messages import CollectResult, GradResult
 from hdppo.engine.metrics import CpuMeter, MetricsSink, Progress
+from hdppo.engine.ppo import kl_early_stop
 from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.server import ParameterServer
 from hdppo.errors import HdppoError
+
+# Seconds of a sync stage by where they went: collect calls; gradient rounds (the calls' wall time),
+# of which gradient_compute is the slowest worker's own work per round (the rest is transport and
+# waiting); the server's apply of each round; publishing parameters; experience calls (transport);
+# the server's PPO epochs in experience mode.
+TIMING_KEYS = ("collect", "gradient_rounds", "gradient_compute", "apply", "publish", "experience", "train")
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,7 @@ class StageLoop:
         self.rounds: dict[str, int] = {}
         self.since_commit: dict[str, int] = {n: 0 for n in self.order}     # updates since the last run commit
         self.last_commit = time.monotonic()
+        self.timings: dict[str, float] = dict.fromkeys(TIMING_KEYS, 0.0)   # sync mode: where the seconds went
         for name in servers:
             self.publish(name)
 
@@ -72,8 +80,17 @@ class StageLoop:
         return schedule_progress(self.counters["stage_steps"], span, self.stage.steps)
 
     def publish(self, name: str) -> None:
+        t0 = time.perf_counter()
         s = self.servers[name]
         self.backend.params.publish(name, s.version, s.ent_coef, s.params())
+        self.timings["publish"] += time.perf_counter() - t0
+
+    def timed_call(self, key: str, workers: list[int], method: str, *args: Any) -> list:
+        """`backend.call` with its wall time added to `timings[key]`."""
+        t0 = time.perf_counter()
+        out = self.backend.call(workers, method, *args)
+        self.timings[key] += time.perf_counter() - t0
+        return out
 
     @property
     def done(self) -> bool:
@@ -91,14 +108,15 @@ class StageLoop:
         return {"env_steps": self.counters["stage_steps"],
                 "seconds": time.perf_counter() - self.t0,
                 "updates": {n: s.stats.updates for n, s in self.servers.items()},
-                "rounds": {n: self.rounds.get(n, 0) for n in self.order}}
+                "rounds": {n: self.rounds.get(n, 0) for n in self.order},
+                "timings": dict(self.timings)}
 
     # ---- sync ----------------------------------------------------------------------------------
     def _run_sync(self) -> None:
         workers = list(range(self.backend.n_workers))
         while not self.done:
             try:
-                results: list[CollectResult] = self.backend.call(workers, "collect")
+                results: list[CollectResult] = self.timed_call("collect", workers, "collect")
             except HdppoError:
                 self.commit_before_error()
                 raise
@@ -119,15 +137,26 @@ class StageLoop:
         update_rows = []
         if lc.mode == "gradients":
             for epoch in range(lc.epochs):
+                epoch_kls = []
                 for mb in range(lc.minibatches):
-                    grads: list[GradResult] = self.backend.call(pool, "gradient", name, epoch, mb)
+                    grads: list[GradResult] = self.timed_call("gradient_rounds", pool, "gradient", name, epoch, mb)
+                    self.timings["gradient_compute"] += max((g.seconds for g in grads), default=0.0)
+                    t0 = time.perf_counter()
                     out = server.apply(grads)
+                    self.timings["apply"] += time.perf_counter() - t0
                     if out:
                         update_rows.append(out)
+                        epoch_kls.append(out["approx_kl"])
                         self.publish(name)
+                if kl_early_stop(epoch_kls, lc.target_kl):
+                    break
+            for row in update_rows:
+                row["epochs"] = float(epoch + 1)
         else:
-            batches = self.backend.call(pool, "experience", name)
+            batches = self.timed_call("experience", pool, "experience", name)
+            t0 = time.perf_counter()
             out = server.train(batches)
+            self.timings["train"] += time.perf_counter() - t0
             if out:
                 update_rows.append(out)
                 self.publish(name)
@@ -140,6 +169,7 @@ class StageLoop:
         calls: dict[int, Call] = {}
         done_rows: dict[str, list] = {n: [] for n in self.order}
         latest: dict[str, dict[int, CollectResult]] = {n: {} for n in self.order}   # per layer and worker
+        epoch_kls: dict[tuple[str, int], list[float]] = {}     # (layer, worker) -> approx KL this epoch
 
         def next_call(w: int) -> None:
             if queue[w]:
@@ -166,17 +196,28 @@ class StageLoop:
                         if lc.mode == "gradients":
                             queue[w] += [Call("gradient", name, e, m) for e in range(lc.epochs)
                                          for m in range(lc.minibatches)]
+                            epoch_kls[(name, w)] = []
                         else:
                             queue[w].append(Call("experience", name))
             elif call.method == "gradient":
                 name = str(call.layer)
+                lc = self.tc.layers[name]
                 server = self.servers[name]
                 server.set_progress(self.layer_progress(name))
                 if server.apply_async(result):
                     self.publish(name)
                     done_rows[name].append(rows.update_stats(result.stats))
-                if (call.epoch, call.minibatch) == (self.tc.layers[name].epochs - 1,
-                                                    self.tc.layers[name].minibatches - 1):
+                if "approx_kl" in result.stats:
+                    epoch_kls[(name, w)].append(result.stats["approx_kl"])
+                last = call.minibatch == lc.minibatches - 1
+                if last and kl_early_stop(epoch_kls[(name, w)], lc.target_kl):
+                    # this worker's own minibatches measured the drift: the rest of its batch is skipped
+                    queue[w] = [c for c in queue[w] if not (c.method == "gradient" and c.layer == name)]
+                if last:
+                    epoch_kls[(name, w)] = []
+                if last and not any(c.method == "gradient" and c.layer == name for c in queue[w]):
+                    for row in done_rows[name]:
+                        row["epochs"] = float(call.epoch + 1)
                     self.log_update(name, done_rows[name], list(latest[name].values()))
                     done_rows[name] = []
             else:

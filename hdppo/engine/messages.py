@@ -47,3 +47,4 @@ class GradResult:
     n: int
     grad: np.ndarray | None
     stats: dict
+    seconds: float = 0.0        # the worker's own time on this call (pull, loss, backward, flatten)

@@ -18,6 +18,7 @@ __all__ = [
     "normalize_advantages",
     "explained_variance",
     "linear_schedule",
+    "kl_early_stop",
 ]
 
 
@@ -203,6 +204,16 @@ def ppo_loss(
 
 
 _normalize = normalize_advantages  # ppo_loss's keyword shadows the function name
+
+
+def kl_early_stop(epoch_kls: list[float], target_kl: float) -> bool:
+    """Whether a batch's remaining epochs are skipped after an epoch whose minibatches measured
+    ``epoch_kls`` (the approx KL of each minibatch before its step): their mean is above
+    ``target_kl`` (CleanRL's and SB3's ``target_kl``, checked once per epoch). ``target_kl == 0``
+    never stops; an epoch with no minibatch measured (every one empty) does not stop either."""
+    if target_kl <= 0 or not epoch_kls:
+        return False
+    return float(np.mean(epoch_kls)) > target_kl
 
 
 def explained_variance(y_pred: np.ndarray | torch.Tensor, y_true: np.ndarray | torch.Tensor) -> float:

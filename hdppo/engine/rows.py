@@ -10,7 +10,7 @@ from hdppo.engine.diagnostics import action_divergence, state_divergence
 from hdppo.engine.messages import CollectResult
 
 UPDATE_KEYS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
-LAYER_MEANS = (*UPDATE_KEYS, "grad_norm", "grad_cosine_mean", "grad_cosine_min", "lr")
+LAYER_MEANS = (*UPDATE_KEYS, "grad_norm", "grad_cosine_mean", "grad_cosine_min", "lr", "epochs")
 
 
 def episode_mean(episodes: list[dict], key: str) -> float | None:

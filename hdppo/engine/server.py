@@ -26,7 +26,7 @@ from hdppo.engine.learner import (
 )
 from hdppo.engine.messages import GradResult, LayerInfo
 from hdppo.engine.normalize import RunningMeanStd
-from hdppo.engine.ppo import linear_schedule
+from hdppo.engine.ppo import kl_early_stop, linear_schedule
 
 if TYPE_CHECKING:
     from hdppo.policies.mlp import ActorCritic
@@ -180,7 +180,10 @@ class ParameterServer:
         data = Batch.concat(fresh)
         terms_log: dict[str, list[float]] = {}
         ent = self.ent_coef
+        epochs = 0
         for _ in range(self.lc.epochs):
+            epochs += 1
+            epoch_kls = []
             for idx in minibatches(len(data), self.lc.minibatches, self._rng):
                 if len(idx) == 0:
                     continue
@@ -192,10 +195,14 @@ class ParameterServer:
                 for k, v in terms.scalars().items():
                     terms_log.setdefault(k, []).append(v)
                 terms_log.setdefault("grad_norm", []).append(float(norm))
+                epoch_kls.append(terms_log["approx_kl"][-1])
+            if kl_early_stop(epoch_kls, self.lc.target_kl):
+                break
         self.version += 1
         self.stats.updates += 1
         out = {k: float(np.mean(v)) for k, v in terms_log.items()}
         out["lr"] = self.optimizer.param_groups[0]["lr"]
+        out["epochs"] = float(epochs)
         return out
 
     # ---- checkpoints -------------------------------------------------------------------------

@@ -240,6 +240,7 @@ class Worker:
 
     def gradient(self, layer: str, epoch: int, mb: int) -> GradResult:
         """PPO gradient of one minibatch of this worker's batch under the newest parameters."""
+        t0 = time.perf_counter()
         rt = self.by_name[layer]
         self.pull(layer)
         b = rt.batch
@@ -255,7 +256,8 @@ class Worker:
         terms.loss.backward()
         stats = terms.scalars()
         stats["raw_reward_mean"] = b.stats["raw_reward_mean"]
-        return GradResult(layer, self.id, rt.version, len(idx), flat_grad(rt.net), stats)
+        grad = flat_grad(rt.net)
+        return GradResult(layer, self.id, rt.version, len(idx), grad, stats, time.perf_counter() - t0)
 
     def experience(self, layer: str) -> tuple[int, Batch]:
         """This worker's batch of a layer and the parameter version that collected it."""
