@@ -255,13 +255,19 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hdppo.overrides import apply_overrides, parse_assignments
+    from hdppo.tools import bench_learner
     from hdppo.tools.bench import BenchConfig, markdown, run_benchmark
     cfg = apply_overrides(BenchConfig(), parse_assignments(args.overrides), what="bench config")
     if args.no_rllib:
         cfg = dataclasses.replace(cfg, rllib=False)
-    result = run_benchmark(cfg, log=lambda m: print(m, flush=True))
-    command = "hdppo bench " + " ".join(shlex.quote(a) for a in args.argv)
-    text = markdown(result, cfg, command.strip())
+    bench_learner.tasks_of(cfg)                 # refuse an unknown task before anything runs
+    log = lambda m: print(m, flush=True)  # noqa: E731
+    command = ("hdppo bench " + " ".join(shlex.quote(a) for a in args.argv)).strip()
+    parts = []
+    if not args.learner_only:
+        parts.append(markdown(run_benchmark(cfg, log=log), cfg, command))
+    parts.append(bench_learner.markdown(bench_learner.run_learner(cfg, log=log), cfg, command))
+    text = "\n".join(parts)
     print(text)
     if args.write:
         Path(args.write).write_text(text)
@@ -368,9 +374,13 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--debug", action="store_true", help="show full tracebacks")
     dg.set_defaults(func=_cmd_diagnose)
 
-    b = sub.add_parser("bench", help="throughput on spread: raw env, rollout, training (flat, 3-layer), RLlib PPO")
-    b.add_argument("overrides", nargs="*", help="bench settings key=value (workers, envs_per_worker, rollout, ...)")
+    b = sub.add_parser("bench", help="throughput on spread: raw env, rollout, training (flat, 3-layer), RLlib PPO; "
+                       "the learner's cost on spread and VMAS balance")
+    b.add_argument("overrides", nargs="*", help="bench settings key=value (workers, envs_per_worker, rollout, "
+                   "updates, tasks, ...)")
     b.add_argument("--no-rllib", action="store_true", help="skip the RLlib PPO row")
+    b.add_argument("--learner-only", action="store_true", help="only the learner rows (update cost against a bare "
+                   "torch loop, training against rollout-only, where the time goes)")
     b.add_argument("--write", metavar="FILE", help="also write the markdown table to FILE")
     b.add_argument("--debug", action="store_true", help="show full tracebacks")
     b.set_defaults(func=_cmd_bench)

@@ -3,7 +3,9 @@
 Rows: raw env steps/s with random actions (MPE2 and hdppo's numpy port), hdppo rollout-only
 steps/s (hierarchy + policies, no learning), hdppo training steps/s for a flat (1-layer) and the
 3-layer team on both env implementations, and RLlib PPO training on MPE2 with the same batch
-settings. One env step = every agent of one env copy acts once.
+settings. One env step = every agent of one env copy acts once. Every PPO setting (epochs,
+minibatches, target_kl, ...) is `LayerConfig`'s default. The learner rows (what an update costs,
+on spread and VMAS balance) are `hdppo.tools.bench_learner`'s.
 """
 from __future__ import annotations
 
@@ -24,13 +26,13 @@ class BenchConfig:
     workers: int = 2
     envs_per_worker: int = 32
     rollout: int = 64                 # env steps per copy between low-layer updates
-    epochs: int = 4
-    minibatches: int = 4
     train_steps: int = 100_000        # env steps per native training run (mpe2 runs use a fifth)
     seconds: float = 5.0              # per raw / rollout measurement
     rllib_iterations: int = 3
     rllib: bool = True
     repeats: int = 2                  # native rows are measured this many times, interleaved; best kept
+    updates: int = 3                  # learner rows: updates per training run
+    tasks: str = "spread,balance"     # learner rows: the tasks measured
 
 
 def _time_loop(step, seconds: float) -> tuple[int, float]:
@@ -75,8 +77,7 @@ def raw_native(cfg: BenchConfig) -> float:
 def _train_config(cfg: BenchConfig, layers: int, native: bool, workers: int) -> tuple[dict, dict]:
     # the rollout sets the units' update batch; upper layers keep their default cadence (LayerConfig.rollout_steps)
     train = {"workers": str(workers), "envs_per_worker": str(cfg.envs_per_worker), "low.rollout": str(cfg.rollout),
-             "epochs": str(cfg.epochs), "minibatches": str(cfg.minibatches), "progress": "false",
-             "log_every": "1000"}
+             "progress": "false", "log_every": "1000"}
     scenario = {"layers": layers, "native": native, "n_agents": cfg.n_agents, "max_cycles": cfg.max_cycles}
     return train, scenario
 
@@ -98,9 +99,11 @@ def rollout_only(cfg: BenchConfig, layers: int, native: bool) -> float:
     for rt in w.layers:
         params.publish(rt.info.name, 0, 0.01, ParameterServer(rt.info, rt.lc, 0).params())
     w.pull()
+    w._decide()                         # as `collect` steps: decide, step, record, decide the next step
 
     def step() -> int:
-        w._record(w.hier.step(w._act))
+        w._record(w._env_step())
+        w._decide()
         for rt in w.layers:             # drop the data: this row measures acting only
             if rt.buffer.env_steps >= 256:
                 rt.buffer.take(0.95, None)
@@ -132,13 +135,16 @@ def training(cfg: BenchConfig, layers: int, native: bool, steps: int) -> float:
 
 
 def rllib(cfg: BenchConfig) -> dict[str, Any]:
+    from hdppo.engine.config import LayerConfig
     from hdppo.tools.bench_rllib import rllib_ppo_steps_per_second
     batch = cfg.rollout * cfg.envs_per_worker * cfg.workers
+    lc = LayerConfig()
     # RLlib's minibatch counts agent rows but may not exceed the batch counted in env steps, so
-    # hdppo's minibatch (batch x agents / minibatches rows) is capped at `batch` rows.
+    # hdppo's minibatch (batch x agents / minibatches rows) is capped at `batch` rows. RLlib runs
+    # all num_epochs (no target_kl early stop).
     return rllib_ppo_steps_per_second(
         n_agents=cfg.n_agents, max_cycles=cfg.max_cycles, train_batch_size=batch,
-        minibatch_size=min(batch * cfg.n_agents // cfg.minibatches, batch), num_epochs=cfg.epochs,
+        minibatch_size=min(batch * cfg.n_agents // lc.minibatches, batch), num_epochs=lc.epochs,
         num_env_runners=cfg.workers, iterations=cfg.rllib_iterations, warmup_iterations=1)
 
 
@@ -187,6 +193,8 @@ def ratios(r: dict[str, Any], cfg: BenchConfig) -> dict[str, float]:
 
 
 def markdown(r: dict[str, Any], cfg: BenchConfig, command: str) -> str:
+    from hdppo.engine.config import LayerConfig
+    lc = LayerConfig()
     rows = [
         ("raw MPE2 simple_spread, random actions, 1 process", r["raw_mpe2"]),
         (f"raw hdppo numpy port, {cfg.envs_per_worker} copies, 1 process", r["raw_native"]),
@@ -205,7 +213,8 @@ def markdown(r: dict[str, Any], cfg: BenchConfig, command: str) -> str:
              f"Settings: N={cfg.n_agents} agents, max_cycles={cfg.max_cycles}, {cfg.workers} workers x "
              f"{cfg.envs_per_worker} env copies, rollout {cfg.rollout} "
              f"(batch {cfg.rollout * cfg.envs_per_worker * cfg.workers}"
-             f" env steps per low-layer update), {cfg.epochs} epochs x {cfg.minibatches} minibatches.", "",
+             f" env steps per low-layer update), PPO at its defaults: {lc.epochs} epochs x {lc.minibatches} "
+             f"minibatches, target_kl {lc.target_kl}.", "",
              "| measurement | env steps/s |", "|---|---:|"]
     lines += [f"| {name} | {value:,.0f} |" for name, value in rows]
     lines += ["", "| ratio | value |", "|---|---:|"]
