@@ -126,13 +126,16 @@ def test_async_drops_gradients_older_than_max_staleness():
 
 
 def test_schedules_decay_lr_and_entropy():
-    s = grid_server()
+    s = grid_server({"lr_decay": "true"})
     s.set_progress(0.0)
     assert s.optimizer.param_groups[0]["lr"] == pytest.approx(3e-4) and s.ent_coef == pytest.approx(0.01)
     s.set_progress(0.5)
     assert s.optimizer.param_groups[0]["lr"] == pytest.approx(1.5e-4) and s.ent_coef == pytest.approx(0.0055)
     s.set_progress(1.0)
     assert s.ent_coef == pytest.approx(0.001)
+    constant = grid_server()                # the default keeps lr constant; entropy still decays
+    constant.set_progress(0.5)
+    assert constant.optimizer.param_groups[0]["lr"] == pytest.approx(3e-4) and constant.ent_coef == pytest.approx(0.0055)
 
 
 def test_server_state_round_trip_restores_adam_exactly(tmp_path):

@@ -7,8 +7,9 @@ rate with 95% bootstrap CIs, kills and survivors beside it.
 Finished runs in runs/evidence/battle are reused; `--steps`, `--seeds`, `--report-only` as in
 hdppo.tools.evidence.main.
 
-`epochs=4` is pinned: these runs were made when it was hdppo's default (now 16), and the listed
-commands must still make them.
+`epochs=4 lr_decay=true clip_vloss=false` are pinned: these runs were made under those defaults
+(now 16 epochs, a constant learning rate and a clipped value loss), and the listed commands must
+still make them.
 """
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from hdppo.tools.evidence import EvidencePlan, Variant, main
 PLAN = EvidencePlan(
     scenario="battle", outcome="win", steps=300_000, seeds=[0, 1, 2],
     variants=[Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
-    common=["workers=2", "epochs=4"], eval_episodes=50, out=Path("runs/evidence/battle"), also=["kills", "survivors"])
+    common=["workers=2", "epochs=4", "lr_decay=true", "clip_vloss=false"], eval_episodes=50, out=Path("runs/evidence/battle"), also=["kills", "survivors"])
 
 if __name__ == "__main__":
     main(PLAN, "examples/evidence/battle.py")

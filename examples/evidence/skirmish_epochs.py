@@ -8,6 +8,9 @@ checks whether the same setting helps, or costs, on skirmish.
 
 Finished runs in runs/evidence/skirmish-epochs are reused; `--steps`, `--seeds`, `--variant`,
 `--report-only` as in hdppo.tools.evidence.main.
+
+`lr_decay=true clip_vloss=false` are pinned: the runs were made under those defaults (now a
+constant learning rate and a clipped value loss).
 """
 from pathlib import Path
 
@@ -17,7 +20,7 @@ PLAN = EvidencePlan(
     scenario="skirmish", outcome="win", steps=300_000, seeds=[0, 1, 2, 3, 4],
     variants=[Variant("flat-epochs16", ["layers=1", "epochs=16"]), Variant("flat-epochs8", ["layers=1", "epochs=8"]),
               Variant("flat", ["layers=1", "epochs=4"])],
-    common=["workers=2"], eval_episodes=100, out=Path("runs/evidence/skirmish-epochs"),
+    common=["workers=2", "lr_decay=true", "clip_vloss=false"], eval_episodes=100, out=Path("runs/evidence/skirmish-epochs"),
     also=["points_held", "enemies_killed", "units_lost"])
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ the default that replaced it, where the flat team alone already wins every episo
 The runs live beside those of skirmish_epochs.py (runs/evidence/skirmish-epochs): its flat
 `epochs=16` arm is this report's flat arm, the same command, reused. `epochs=16` is written out so
 the commands keep making these runs if the default moves again.
+
+`lr_decay=true clip_vloss=false` are pinned: the runs were made under those defaults (now a
+constant learning rate and a clipped value loss).
 """
 from pathlib import Path
 
@@ -18,7 +21,7 @@ PLAN = EvidencePlan(
     scenario="skirmish", outcome="win", steps=300_000, seeds=[0, 1, 2, 3, 4],
     variants=[Variant("3-layer-epochs16", ["layers=3", "epochs=16"]),
               Variant("flat-epochs16", ["layers=1", "epochs=16"])],
-    common=["workers=2"], eval_episodes=100, out=Path("runs/evidence/skirmish-epochs"),
+    common=["workers=2", "lr_decay=true", "clip_vloss=false"], eval_episodes=100, out=Path("runs/evidence/skirmish-epochs"),
     also=["points_held", "enemies_killed", "units_lost"])
 
 if __name__ == "__main__":

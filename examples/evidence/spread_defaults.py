@@ -6,7 +6,7 @@ benchmark a user compares with MAPPO first, 3 seeds at 300k env steps, team retu
 
 Runs with the current defaults are trained (or reused when finished) under --out; `--before` adds
 run folders made by another version of hdppo (e.g. the commit before a change of defaults) as a
-second group. `epochs=4` is pinned: the runs were made when it was the default (now 16), and this
+second group. `epochs=4 lr_decay=true clip_vloss=false` are pinned: the runs were made under those defaults, and this
 report is about the change of value_norm and centralized. The report gives, per seed, the first
 logged team return, the final one (mean of the last 5 logged values) and the change, with a
 Student-t interval across seeds.
@@ -25,7 +25,7 @@ from hdppo.stats import seeds_ci
 from hdppo.tools.evidence import finished
 from hdppo.tools.same_run import changed_settings
 
-TASK = ["n_agents=3", "squad_size=3", "max_cycles=25", "layers=1", "epochs=4"]
+TASK = ["n_agents=3", "squad_size=3", "max_cycles=25", "layers=1", "epochs=4", "lr_decay=true", "clip_vloss=false"]
 STEPS = 300_000
 
 

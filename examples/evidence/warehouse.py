@@ -6,8 +6,9 @@
 Finished runs in runs/evidence/warehouse are reused; `--steps`, `--seeds`, `--report-only` as in
 hdppo.tools.evidence.main.
 
-`epochs=4` is pinned: these runs were made when it was hdppo's default (now 16), and the listed
-commands must still make them.
+`epochs=4 lr_decay=true clip_vloss=false` are pinned: these runs were made under those defaults
+(now 16 epochs, a constant learning rate and a clipped value loss), and the listed commands must
+still make them.
 """
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from hdppo.tools.evidence import EvidencePlan, Variant, main
 PLAN = EvidencePlan(
     scenario="warehouse", outcome="delivery_rate", steps=240_000, seeds=[0, 1, 2],
     variants=[Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
-    common=["workers=2", "epochs=4"], eval_episodes=100, out=Path("runs/evidence/warehouse"), also=["deliveries"])
+    common=["workers=2", "epochs=4", "lr_decay=true", "clip_vloss=false"], eval_episodes=100, out=Path("runs/evidence/warehouse"), also=["deliveries"])
 
 if __name__ == "__main__":
     main(PLAN, "examples/evidence/warehouse.py")

@@ -29,11 +29,11 @@ class LayerConfig:
 
     # PPO
     lr: float = 3e-4
-    lr_decay: bool = True                 # linear to 0 over the run
+    lr_decay: bool = False                # linear to 0 over the run (see docs/engine.md)
     gae_lambda: float = 0.95
     clip_eps: float = 0.2
     vf_coef: float = 0.5
-    clip_vloss: bool = False
+    clip_vloss: bool = True               # PPO2's clipped value loss, in the critic's standardised units
     ent_coef: float = 0.01                # decays linearly to ent_coef_final
     ent_coef_final: float = 0.001
     max_grad_norm: float = 0.5

@@ -209,17 +209,15 @@ class StageLoop:
                     done_rows[name].append(rows.update_stats(result.stats))
                 if "approx_kl" in result.stats:
                     epoch_kls[(name, w)].append(result.stats["approx_kl"])
-                last = call.minibatch == lc.minibatches - 1
-                if last and kl_early_stop(epoch_kls[(name, w)], lc.target_kl):
-                    # this worker's own minibatches measured the drift: the rest of its batch is skipped
-                    queue[w] = [c for c in queue[w] if not (c.method == "gradient" and c.layer == name)]
-                if last:
-                    epoch_kls[(name, w)] = []
-                if last and not any(c.method == "gradient" and c.layer == name for c in queue[w]):
-                    for row in done_rows[name]:
-                        row["epochs"] = float(call.epoch + 1)
-                    self.log_update(name, done_rows[name], list(latest[name].values()))
-                    done_rows[name] = []
+                if call.minibatch == lc.minibatches - 1:             # the end of one of this worker's epochs
+                    kls, epoch_kls[(name, w)] = epoch_kls[(name, w)], []
+                    if kl_early_stop(kls, lc.target_kl):    # its own minibatches measured the drift: skip the rest
+                        queue[w] = [c for c in queue[w] if not (c.method == "gradient" and c.layer == name)]
+                    if not any(c.method == "gradient" and c.layer == name for c in queue[w]):
+                        for row in done_rows[name]:
+                            row["epochs"] = float(call.epoch + 1)
+                        self.log_update(name, done_rows[name], list(latest[name].values()))
+                        done_rows[name] = []
             else:
                 name = str(call.layer)
                 pending[name].append(result)

@@ -1,7 +1,8 @@
 """A drift probe: one arm of an evidence report re-run at a small budget, with its numbers recorded.
 
 `python -m hdppo.tools.drift --write docs/evidence/drift-skirmish.json` trains the skirmish report's
-flat arm (seed 0, the same settings, `epochs=4` pinned as in the report, but `--steps 8192`, one
+flat arm (seed 0, the same settings, `epochs=4 lr_decay=true clip_vloss=false` pinned as in the
+report, but `--steps 8192`, one
 inline worker so it is deterministic) and records its eval (team return and win rate over 40
 episodes) and a checksum of the trained parameters, with the provenance of the code.
 tests/test_evidence_drift.py re-runs it and fails when the numbers moved: then the engine changed
@@ -22,7 +23,8 @@ from hdppo import provenance
 
 PROBE: dict[str, Any] = {"scenario": "skirmish", "layers": "all",
                          "overrides": {"layers": 1, "steps": 8192, "seed": 0, "workers": 1, "backend": "inline",
-                                       "envs_per_worker": 8, "epochs": 4},
+                                       "envs_per_worker": 8, "epochs": 4, "lr_decay": True,
+                                       "clip_vloss": False},
                          "eval": {"episodes": 40, "seed": 12345}}
 OF_REPORT = "docs/evidence/skirmish.md (the flat arm, seed 0)"
 
