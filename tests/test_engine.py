@@ -135,7 +135,8 @@ def test_schedules_decay_lr_and_entropy():
     assert s.ent_coef == pytest.approx(0.001)
     constant = grid_server()                # the default keeps lr constant; entropy still decays
     constant.set_progress(0.5)
-    assert constant.optimizer.param_groups[0]["lr"] == pytest.approx(3e-4) and constant.ent_coef == pytest.approx(0.0055)
+    assert constant.optimizer.param_groups[0]["lr"] == pytest.approx(3e-4)
+    assert constant.ent_coef == pytest.approx(0.0055)
 
 
 def test_server_state_round_trip_restores_adam_exactly(tmp_path):

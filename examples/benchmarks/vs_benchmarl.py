@@ -10,8 +10,9 @@ and the torch version of hdppo's venv, CPU; BenchMARL is never installed into hd
 Arms: `benchmarl_mappo`, `benchmarl_ippo` (BenchMARL's published default configs, only the frame
 budget, seed and evaluation interval set; see _benchmarl_run.py), `hdppo_flat` (hdppo's default:
 shared policy, centralized critic), `hdppo_flat_decentralized` (`centralized=false`, IPPO-like),
-`hdppo_flat_epochs4` (`epochs=4 lr_decay=true clip_vloss=false`, hdppo's default before 16 epochs, a
-constant learning rate and a clipped value loss: each collected step used 4 times, not 16; MAPPO's default uses each frame 45 times. It measures what sample reuse changes),
+`hdppo_flat_epochs4` (`epochs=4 lr_decay=true clip_vloss=false`, hdppo's default before 16 epochs,
+a constant learning rate and a clipped value loss: each collected step used 4 times, not 16;
+MAPPO's default uses each frame 45 times. It measures what sample reuse changes),
 `hdppo_squads` (`layers=3`: commander -> squads of 2 -> units with learned discrete goals, no
 intrinsic reward; only tasks with 4+ agents). Tasks: VMAS balance, navigation, transport (BenchMARL's
 default task parameters, both sides) and simple_spread (VMAS's port of MPE simple_spread on BOTH
@@ -47,6 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hdppo.tools.evidence import OLD_SCHEDULES
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARL_VENV = ROOT / ".venv-benchmarl"
 BENCHMARL_PACKAGES = ["benchmarl==1.5.2", "vmas==1.5.2"]
@@ -64,7 +67,7 @@ TASKS = {
 ARMS = ["benchmarl_mappo", "benchmarl_ippo", "hdppo_flat", "hdppo_flat_decentralized", "hdppo_flat_epochs4",
         "hdppo_squads"]
 HDPPO_ARGS = {"hdppo_flat": [], "hdppo_flat_decentralized": ["centralized=false"],
-              "hdppo_flat_epochs4": ["epochs=4", "lr_decay=true", "clip_vloss=false"],
+              "hdppo_flat_epochs4": ["epochs=4", *OLD_SCHEDULES],
               "hdppo_squads": ["--layer", "all", "layers=3", "squad_size=2"]}
 
 

@@ -13,12 +13,13 @@ still make them.
 """
 from pathlib import Path
 
-from hdppo.tools.evidence import EvidencePlan, Variant, main
+from hdppo.tools.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
     scenario="battle", outcome="win", steps=300_000, seeds=[0, 1, 2],
     variants=[Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
-    common=["workers=2", "epochs=4", "lr_decay=true", "clip_vloss=false"], eval_episodes=50, out=Path("runs/evidence/battle"), also=["kills", "survivors"])
+    common=["workers=2", "epochs=4", *OLD_SCHEDULES],
+    eval_episodes=50, out=Path("runs/evidence/battle"), also=["kills", "survivors"])
 
 if __name__ == "__main__":
     main(PLAN, "examples/evidence/battle.py")

@@ -15,13 +15,13 @@ constant learning rate and a clipped value loss).
 """
 from pathlib import Path
 
-from hdppo.tools.evidence import EvidencePlan, Variant, main
+from hdppo.tools.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
     scenario="skirmish", outcome="win", steps=300_000, seeds=[0, 1, 2, 3, 4],
     variants=[Variant("3-layer-epochs16", ["layers=3", "epochs=16"]),
               Variant("flat-epochs16", ["layers=1", "epochs=16"])],
-    common=["workers=2", "lr_decay=true", "clip_vloss=false"], eval_episodes=100, out=Path("runs/evidence/skirmish-epochs"),
+    common=["workers=2", *OLD_SCHEDULES], eval_episodes=100, out=Path("runs/evidence/skirmish-epochs"),
     also=["points_held", "enemies_killed", "units_lost"])
 
 if __name__ == "__main__":

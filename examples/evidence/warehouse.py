@@ -12,12 +12,13 @@ still make them.
 """
 from pathlib import Path
 
-from hdppo.tools.evidence import EvidencePlan, Variant, main
+from hdppo.tools.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
     scenario="warehouse", outcome="delivery_rate", steps=240_000, seeds=[0, 1, 2],
     variants=[Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
-    common=["workers=2", "epochs=4", "lr_decay=true", "clip_vloss=false"], eval_episodes=100, out=Path("runs/evidence/warehouse"), also=["deliveries"])
+    common=["workers=2", "epochs=4", *OLD_SCHEDULES],
+    eval_episodes=100, out=Path("runs/evidence/warehouse"), also=["deliveries"])
 
 if __name__ == "__main__":
     main(PLAN, "examples/evidence/warehouse.py")

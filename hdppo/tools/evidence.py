@@ -26,6 +26,10 @@ from hdppo import provenance
 from hdppo.engine.metrics import read_csv
 from hdppo.stats import seeds_ci
 
+# The schedules of hdppo's defaults until 2026-12-01 (the learning rate decayed to 0, an unclipped
+# value loss): reports made under them pin these, so their commands still make their runs.
+OLD_SCHEDULES = ["lr_decay=true", "clip_vloss=false"]
+
 
 @dataclass
 class Variant:
