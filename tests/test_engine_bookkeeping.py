@@ -36,8 +36,9 @@ def lrs(out: Path, layer: str) -> list[float]:
 
 def test_bottom_up_stages_each_start_at_the_configured_lr(tmp_path):
     """Each stage has its own schedule: the layer trained last starts at lr, not at what is left
-    of the whole run's decay (before: high ran at <= 28% of its lr)."""
-    run(tmp_path / "r", GRID, steps=1536, schedule="bottom-up", rollout=32, lr=1e-3)
+    of the whole run's decay (before: high ran at <= 28% of its lr). The decay is asked for: the
+    default keeps lr constant."""
+    run(tmp_path / "r", GRID, steps=1536, schedule="bottom-up", rollout=32, lr=1e-3, lr_decay="true")
     for layer in GRID:
         got = lrs(tmp_path / "r", layer)
         assert got, layer

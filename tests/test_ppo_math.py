@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from hdppo.engine.ppo import explained_variance, linear_schedule, ppo_loss, smdp_gae
+from hdppo.engine.ppo import explained_variance, kl_early_stop, linear_schedule, ppo_loss, smdp_gae
 
 GAMMA, LAM = 0.99, 0.95
 
@@ -402,3 +402,15 @@ def test_linear_schedule():
     assert linear_schedule(0.01, 0.001, 0.5) == pytest.approx(0.0055)
     assert linear_schedule(3e-4, 0.0, -1.0) == pytest.approx(3e-4)
     assert linear_schedule(3e-4, 0.0, 2.0) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("kls, target, stop", [
+    ([0.5, 0.5], 0.0, False),            # 0 = off, however far the policy moved
+    ([], 1e-9, False),                   # nothing measured (every minibatch empty)
+    ([0.01, 0.02], 0.02, False),         # mean 0.015 is under the target
+    ([0.01, 0.03], 0.02, False),         # mean 0.02 is not above it
+    ([0.01, 0.05], 0.02, True),          # mean 0.03 is
+    ([float("nan")], 0.02, False),       # a NaN mean is not a measured drift
+])
+def test_kl_early_stop_compares_the_epoch_mean(kls, target, stop):
+    assert kl_early_stop(kls, target) is stop
