@@ -3,31 +3,30 @@
 The public API, for scenario authors and for running training from Python:
 
 - write a scenario: `Scenario`, `Layer`, `LayerContext`, `ScenarioConfig`, `Opponents`,
-  `AgentGraph`, and for native simulators `BatchedEnv`, `EnvStep`, `NumpyBatch`;
+  `AgentGraph`, and for native simulators `BatchedEnv`, `EnvStep`, `NumpyBatch` (the rest of what a
+  simulator needs is in `hdppo.sims`);
 - step a team by hand: `HierarchyEnv`, `load_scenario`;
 - train: `train(scenario, overrides, ...)` returns the run folder; `RunSpec` is the resolved run;
 - use a trained team: `load(RUN)` returns a `Team` to act inside your own loop (docs/deploy.md).
 
 Imports stay light: each name loads its module (and torch, where it needs it) on first use.
-The package's plan: `hdppo.team` (the environment side), `hdppo.engine` (DPPO), `hdppo.runtime`
-(a trained team without the training machinery), `hdppo.integrations`, `hdppo.tools`.
+The package's plan (docs/architecture.md): `hdppo.sims` (simulators as batched envs), `hdppo.team`
+(the hierarchy over them), `hdppo.engine` (DPPO), `hdppo.runtime` (a trained team without the
+training machinery), `hdppo.integrations` (hdppo teams inside other libraries: RLlib),
+`hdppo.analysis` (diagnose, ablate, bench, plot) and `hdppo.cli`.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-
-from hdppo import _legacy
-
-_legacy.install()
 
 _WHERE = {
     "Scenario": "hdppo.team.scenario", "Layer": "hdppo.team.scenario",
     "LayerContext": "hdppo.team.scenario", "ScenarioConfig": "hdppo.team.scenario",
     "Opponents": "hdppo.team.scenario", "load_scenario": "hdppo.team.scenario",
     "AgentGraph": "hdppo.team.graph",
-    "BatchedEnv": "hdppo.team.vecenv", "EnvStep": "hdppo.team.vecenv", "NumpyBatch": "hdppo.team.vecenv",
+    "BatchedEnv": "hdppo.sims.base", "EnvStep": "hdppo.sims.base", "NumpyBatch": "hdppo.sims.base",
     "HierarchyEnv": "hdppo.team.hierarchy",
-    "RunSpec": "hdppo.engine.spec", "train": "hdppo.engine.spec",
+    "RunSpec": "hdppo.engine.spec", "train": "hdppo.engine.entry",
     "Team": "hdppo.runtime", "load": "hdppo.runtime",
 }
 __all__ = ["AgentGraph", "BatchedEnv", "EnvStep", "HierarchyEnv", "Layer", "LayerContext", "NumpyBatch", "Opponents",
@@ -35,12 +34,13 @@ __all__ = ["AgentGraph", "BatchedEnv", "EnvStep", "HierarchyEnv", "Layer", "Laye
 assert sorted(__all__) == sorted(_WHERE)
 
 if TYPE_CHECKING:
-    from hdppo.engine.spec import RunSpec, train
+    from hdppo.engine.entry import train
+    from hdppo.engine.spec import RunSpec
     from hdppo.runtime import Team, load
+    from hdppo.sims.base import BatchedEnv, EnvStep, NumpyBatch
     from hdppo.team.graph import AgentGraph
     from hdppo.team.hierarchy import HierarchyEnv
     from hdppo.team.scenario import Layer, LayerContext, Opponents, Scenario, ScenarioConfig, load_scenario
-    from hdppo.team.vecenv import BatchedEnv, EnvStep, NumpyBatch
 
 
 def __getattr__(name: str) -> Any:

@@ -165,8 +165,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from hdppo.evaluate import evaluate, format_ci, save_eval
     from hdppo.overrides import parse_assignments
+    from hdppo.runtime.evaluate import evaluate, format_ci, save_eval
     res = evaluate(args.run, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
                    overrides=parse_assignments(args.overrides), allow_untrained=args.allow_untrained)
     path = save_eval(args.run, res)
@@ -196,7 +196,7 @@ def _checkpoint_message(exc: CheckpointError) -> str:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from hdppo.plot import plot_runs
+    from hdppo.analysis.plot import plot_runs
     out = plot_runs(args.runs, args.out, tuple(args.metric or ("return", "goal_success")), args.layer,
                     strict=bool(args.metric))
     print(f"wrote {out}")
@@ -224,16 +224,16 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
-    from hdppo.tools.diagnose import report
+    from hdppo.analysis.diagnose import report
     for path in report(args.run, args.out, args.steps):
         print(f"wrote {path}")
     if args.ablate:
         from pathlib import Path
 
+        from hdppo.analysis.ablate import ablate
+        from hdppo.analysis.diagnose import run_workers
         from hdppo.errors import ConfigError
         from hdppo.runfolder import load_run_config
-        from hdppo.tools.ablate import ablate
-        from hdppo.tools.diagnose import run_workers
         config = load_run_config(args.run)
         workers = run_workers(args.run, config)
         steps = args.ablate_steps or min(int(config["train"]["steps"]), 100_000)
@@ -254,9 +254,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     import shlex
     from pathlib import Path
 
+    from hdppo.analysis import bench_learner
+    from hdppo.analysis.bench import BenchConfig, markdown, run_benchmark
     from hdppo.overrides import apply_overrides, parse_assignments
-    from hdppo.tools import bench_learner
-    from hdppo.tools.bench import BenchConfig, markdown, run_benchmark
     cfg = apply_overrides(BenchConfig(), parse_assignments(args.overrides), what="bench config")
     if args.no_rllib:
         cfg = dataclasses.replace(cfg, rllib=False)

@@ -27,8 +27,7 @@ import numpy as np
 
 from hdppo import AgentGraph, EnvStep, Layer, LayerContext, NumpyBatch, Scenario, ScenarioConfig
 from hdppo.errors import ScenarioError
-from hdppo.team.batch_view import BatchParallelEnv
-from hdppo.team.vecenv import copy_rngs
+from hdppo.sims import BatchParallelEnv, copy_rngs
 
 DX = np.array([0, 0, 0, -1, 1], dtype=np.int64)
 DY = np.array([0, -1, 1, 0, 0], dtype=np.int64)
@@ -200,13 +199,13 @@ class GridParallelEnv(BatchParallelEnv):
 
     def render(self):
         """An RGB frame [H, W, 3] of the grid (render_mode="rgb_array")."""
-        from hdppo.runtime.render import render_frame
+        from hdppo.sims import render_frame
         return render_frame(self, scene(self), self.overlay)
 
 
 def scene(env: GridParallelEnv):
     """Units and targets (orange unclaimed, grey claimed) of the env's copy; hazards as walls."""
-    from hdppo.runtime.render import Scene
+    from hdppo.sims import Scene
     b, n = env.batch, float(env.cfg.size)
     targets = np.stack([b.tx[0], b.ty[0]], axis=-1).astype(float)
     hazards = getattr(b, "hx", None)

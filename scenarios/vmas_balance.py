@@ -6,7 +6,7 @@ progress to the goal, a penalty when the package or line touches the ground); th
 terminates when the package is on the goal or touches the ground, else truncates at max_steps.
 Flat by default; `layers=3` puts 2 squads of 2 under a commander (generic learned goals).
 """
-from hdppo.integrations.vmas import vmas_scenario
+from hdppo.sims import vmas_scenario
 
 SCENARIO = vmas_scenario(
     "balance", name="vmas_balance",

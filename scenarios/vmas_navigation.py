@@ -5,7 +5,7 @@ one agent per goal, own goal observed only, per-agent reward (shared_rew false),
 0.35, agent radius 0.1, 100 steps. The episode terminates when every robot is on its goal, else
 truncates at max_steps. Flat by default; `layers=3` gives a commander over squads of 2 and 1.
 """
-from hdppo.integrations.vmas import vmas_scenario
+from hdppo.sims import vmas_scenario
 
 SCENARIO = vmas_scenario(
     "navigation", name="vmas_navigation",

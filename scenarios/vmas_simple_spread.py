@@ -5,7 +5,7 @@ on both sides: 3 agents, other agents observed, 25 steps (MPE's max_cycles; Benc
 conf/task/vmas/simple_spread.yaml says 100, the comparison sets 25 on both sides). Continuous
 actions like BenchMARL's default. For mpe2's own simple_spread see the `spread` scenario.
 """
-from hdppo.integrations.vmas import vmas_scenario
+from hdppo.sims import vmas_scenario
 
 SCENARIO = vmas_scenario(
     "simple_spread", name="vmas_simple_spread",

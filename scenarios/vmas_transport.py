@@ -5,7 +5,7 @@ BenchMARL's default task parameters (conf/task/vmas/transport.yaml): 4 agents, 1
 goal, x100); the episode terminates when every package is on the goal, else truncates at
 max_steps. Flat by default; `layers=3` puts 2 squads of 2 under a commander (generic learned goals).
 """
-from hdppo.integrations.vmas import vmas_scenario
+from hdppo.sims import vmas_scenario
 
 SCENARIO = vmas_scenario(
     "transport", name="vmas_transport",

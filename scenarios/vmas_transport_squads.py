@@ -16,7 +16,7 @@ import numpy as np
 from gymnasium import spaces
 
 from hdppo import Layer, LayerContext
-from hdppo.integrations.vmas import team_graph, vmas_scenario
+from hdppo.sims.vmas import team_graph, vmas_scenario
 
 PACKAGE_OFFSET, PACKAGE_WIDTH = 4, 7
 TOUCH = 0.12              # a robot touches its package within this distance of the package's centre

@@ -1,4 +1,4 @@
-"""The contract of a native batch (hdppo.team.vecenv.NumpyBatch): E copies stepped together equal E single
+"""The contract of a native batch (hdppo.sims.NumpyBatch): E copies stepped together equal E single
 copies with the same seeds, step for step, resets included."""
 from __future__ import annotations
 

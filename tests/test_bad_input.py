@@ -287,7 +287,7 @@ def test_an_action_mask_on_a_non_discrete_action_space_is_refused_naming_the_fix
     from pettingzoo import ParallelEnv
 
     from hdppo.errors import ScenarioError
-    from hdppo.team.vecenv import PettingZooBatch
+    from hdppo.sims.pettingzoo import PettingZooBatch
 
     class Masked(ParallelEnv):
         metadata = {"name": "masked"}

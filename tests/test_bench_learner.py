@@ -6,11 +6,11 @@ import math
 
 import pytest
 
+from hdppo.analysis import bench_learner
+from hdppo.analysis.bench import BenchConfig
 from hdppo.engine.config import LayerConfig
 from hdppo.engine.loop import TIMING_KEYS
 from hdppo.errors import ConfigError
-from hdppo.tools import bench_learner
-from hdppo.tools.bench import BenchConfig
 
 TINY = BenchConfig(n_agents=3, max_cycles=25, envs_per_worker=2, rollout=8, updates=2, seconds=0.3, repeats=1,
                    tasks="spread")
@@ -77,6 +77,6 @@ def test_an_unknown_task_is_refused_before_anything_runs() -> None:
 def test_the_rollout_only_row_steps_the_hierarchy_as_collect_does(layers: int) -> None:
     """It stepped with `hier.step(act)`, which leaves the last decision of each rollout unclosed, and
     the buffer refused the batch (`smdp_gae`: closed transitions with no next decision)."""
-    from hdppo.tools.bench import rollout_only
+    from hdppo.analysis.bench import rollout_only
     cfg = BenchConfig(n_agents=6, max_cycles=25, envs_per_worker=2, seconds=0.5)
     assert rollout_only(cfg, layers, native=True) > 0

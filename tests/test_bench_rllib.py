@@ -1,11 +1,11 @@
-"""Smoke test for hdppo.tools.bench_rllib (RLlib PPO reference throughput)."""
+"""Smoke test for hdppo.analysis.bench_rllib (RLlib PPO reference throughput)."""
 
 from __future__ import annotations
 
 import pytest
 import ray
 
-from hdppo.tools.bench_rllib import rllib_ppo_steps_per_second
+from hdppo.analysis.bench_rllib import rllib_ppo_steps_per_second
 
 
 def test_tiny_rllib_ppo_run_reports_throughput_and_shuts_ray_down() -> None:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from hdppo.analysis.diagnose import coverage, pca2, run_workers, sample_states
 from hdppo.cli import main
 from hdppo.runfolder import load_run_config
-from hdppo.tools.diagnose import coverage, pca2, run_workers, sample_states
 
 from cli_helpers import cli
 

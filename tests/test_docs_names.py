@@ -1,6 +1,6 @@
 """Every `hdppo.X` that the docs, the examples or the package's own messages name exists.
 
-A dotted name (`hdppo.Scenario`, `hdppo.team.hierarchy.HierarchyEnv`, `hdppo.tools.netcost`) is
+A dotted name (`hdppo.Scenario`, `hdppo.team.hierarchy.HierarchyEnv`, `hdppo.analysis.diagnose`) is
 resolved by importing its longest module prefix, then taking the rest as attributes.
 A module that exists but needs an optional dependency that is not installed (Ray, MAgent2) is
 checked from its source instead, so nothing is skipped. Names that are not Python objects at all
@@ -115,8 +115,8 @@ def test_the_regex_finds_names_and_not_paths():
 def test_resolve_tells_a_missing_name_from_a_present_one():
     assert resolve("hdppo.Scenario") is None
     assert resolve("hdppo.team.hierarchy.HierarchyEnv") is None
-    assert resolve("hdppo.tools.netcost") is None
-    assert resolve("hdppo.netcost") is None                   # an old path, kept as an alias
+    assert resolve("hdppo.analysis.diagnose") is None
+    assert resolve("hdppo.netcost") is not None               # a path from before the layout (CHANGELOG.md)
     assert resolve("hdppo.team.hierarchy.NoSuchThing") is not None
     assert resolve("hdppo.no_such_module") is not None
     assert resolve("hdppo.Scenario.no_such_method") is not None

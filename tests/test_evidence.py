@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from examples.studies.evidence import EvidencePlan, Variant, finished, main, mean_curve, outcome_curve, steps_to_reach
 from hdppo.engine.metrics import MetricsSink
-from hdppo.tools.evidence import EvidencePlan, Variant, finished, main, mean_curve, outcome_curve, steps_to_reach
 
 
 def _fake_run(path: Path, steps: list[int], wins: list[float], episodes: list[int]) -> Path:
@@ -63,20 +63,20 @@ def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path, 
     png = (tmp_path / "docs" / "grid.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     stamp = (out / "flat-seed0" / "state.json").stat().st_mtime_ns
-    import hdppo.evaluate
-    monkeypatch.setattr(hdppo.evaluate, "play", lambda *a, **k: pytest.fail("played again"))
+    import hdppo.runtime.evaluate
+    monkeypatch.setattr(hdppo.runtime.evaluate, "play", lambda *a, **k: pytest.fail("played again"))
     again = main(plan, "x", ["--report-only", "--variant", "two=layers=2"])   # nothing retrained or replayed
     assert list(again["variants"]) == ["3-layer", "two", "flat"] and len(plan.variants) == 2
     assert (out / "flat-seed0" / "state.json").stat().st_mtime_ns == stamp
 
 
 def test_a_flat_team_that_never_improved_sets_no_target(tmp_path, monkeypatch):
-    import hdppo.tools.evidence as ev
+    import examples.studies.evidence as ev
     runs = {"3-layer": _fake_run(tmp_path / "h", [100, 200], [0.0, 0.0], [60, 60]),
             "flat": _fake_run(tmp_path / "f", [100, 200], [0.0, 0.0], [60, 60])}
     plan = EvidencePlan("grid", "win", 200, [0], [Variant("3-layer", []), Variant("flat", [])], out=tmp_path)
     monkeypatch.setattr(plan, "run_dir", lambda variant, seed: runs[variant.label])
-    monkeypatch.setattr("hdppo.evaluate.play", lambda run, n, seed: [{"win": 0.0, "team_return": 1.0}] * n)
+    monkeypatch.setattr("hdppo.runtime.evaluate.play", lambda run, n, seed: [{"win": 0.0, "team_return": 1.0}] * n)
     summary = ev.summarize(plan)
     assert summary["flat_improved"] is False and summary["hier_steps_to_target"] is None
     text = ev.markdown(plan, summary, "x.png", "python x.py")
@@ -85,7 +85,7 @@ def test_a_flat_team_that_never_improved_sets_no_target(tmp_path, monkeypatch):
 
 
 def test_steps_to_target_per_seed_with_an_interval_across_the_seeds_that_reached_it(tmp_path):
-    from hdppo.tools.evidence import seed_steps_to_target
+    from examples.studies.evidence import seed_steps_to_target
     grid = np.linspace(0, 1000, 11)
     runs = []
     for i, reach_at in enumerate([300, 500, None]):        # seed curves that step up to 1.0 at these steps
@@ -103,7 +103,7 @@ def test_steps_to_target_per_seed_with_an_interval_across_the_seeds_that_reached
 
 
 def test_minutes_per_run_are_the_median_of_the_designs_own_timed_runs(tmp_path):
-    from hdppo.tools.evidence import variant_minutes
+    from examples.studies.evidence import variant_minutes
     plan = EvidencePlan("grid", "win", 100, [0, 1, 2], [Variant("flat", [])], out=tmp_path)
     runs = [plan.run_dir(plan.variants[0], s) for s in plan.seeds]
     assert variant_minutes(plan, runs) is None                            # nothing timed here

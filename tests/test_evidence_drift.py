@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from examples.studies import drift
 from hdppo import provenance
-from hdppo.tools import drift
 
 RECORD = Path(__file__).resolve().parents[1] / "docs" / "evidence" / "drift-skirmish.json"
 HOW = ("training no longer gives what the evidence in docs/evidence was made with: re-run the evidence "
-       "with this code, then `python -m hdppo.tools.drift --write docs/evidence/drift-skirmish.json`")
+       "with this code, then `python -m examples.studies.drift --write docs/evidence/drift-skirmish.json`")
 
 
 @pytest.mark.slow

@@ -17,10 +17,10 @@ from hdppo.scenarios.grid import (
     unit_goal_features,
     unit_goal_success,
 )
+from hdppo.sims.pettingzoo import PettingZooBatch
 from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import Decision, HierarchyEnv
 from hdppo.team.scenario import LayerContext, load_scenario
-from hdppo.team.vecenv import PettingZooBatch
 
 from batch_helpers import assert_copies_match
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hdppo.analysis.plot import plot_runs
 from hdppo.cli import main
 from hdppo.errors import ConfigError
-from hdppo.plot import plot_runs
 
 
 def _run(tmp_path: Path, name: str, seed: int) -> Path:
@@ -51,7 +51,7 @@ def _fake_run(folder: Path, seed: int, rows: dict[str, list[dict[str, float]]]) 
 
 
 def test_plot_reads_run_csv_columns_and_one_point_layers(tmp_path):
-    from hdppo.plot import panels_for, run_curves
+    from hdppo.analysis.plot import panels_for, run_curves
     run = _fake_run(tmp_path / "r", 0, {
         "run": [{"step": 100, "wall_time": 1, "win": 0.0, "team_return": 1.0},
                 {"step": 200, "wall_time": 2, "win": 0.5, "team_return": 2.0}],
@@ -77,7 +77,7 @@ def test_plot_unknown_metric_lists_the_valid_ones(tmp_path, capsys):
 def test_seeds_of_one_config_are_averaged_with_a_band(tmp_path):
     import json
 
-    from hdppo.plot import band, seed_group_key
+    from hdppo.analysis.plot import band, seed_group_key
     a = _fake_run(tmp_path / "a", 0, {"run": [{"step": 0, "wall_time": 0, "win": 0.0},
                                               {"step": 100, "wall_time": 1, "win": 1.0}]})
     b = _fake_run(tmp_path / "b", 1, {"run": [{"step": 0, "wall_time": 0, "win": 0.0},

@@ -1,8 +1,6 @@
-"""The public API (`hdppo.X`), the Python entry point `hdppo.train`, and the module paths from before
-the team/engine/tools layout, which scenario files written against the old docs still import."""
+"""The public API (`hdppo.X`, `hdppo.sims.X`) and the Python entry point `hdppo.train`."""
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
@@ -11,10 +9,6 @@ from pathlib import Path
 import pytest
 
 import hdppo
-from hdppo import _legacy
-from hdppo.team.check import run_check
-
-LEGACY = Path(__file__).resolve().parent / "scenarios_legacy"
 
 
 def test_every_public_name_resolves_to_its_home() -> None:
@@ -31,36 +25,6 @@ def test_importing_hdppo_stays_light() -> None:
     code = "import sys, hdppo; from hdppo import Scenario, Layer, AgentGraph; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
-
-
-@pytest.mark.parametrize("old", sorted(_legacy.MOVED))
-def test_an_old_module_path_is_the_moved_module_itself(old: str) -> None:
-    if old.endswith(("bench_rllib", "backends")) or old in ("hdppo.tools.bench_rllib",):
-        pytest.importorskip("ray")
-    assert importlib.import_module(old) is importlib.import_module(_legacy.MOVED[old])
-
-
-def test_old_submodule_paths_and_from_imports_work() -> None:
-    from hdppo.backends.inline import InlineBackend  # a module under a moved package
-    from hdppo.engine.backends.inline import InlineBackend as new
-    assert InlineBackend is new
-    assert _legacy.new_path("hdppo.backends.ray") == "hdppo.engine.backends.ray"
-    assert _legacy.new_path("hdppo.cli") is None
-
-
-def test_python_dash_m_runs_a_moved_tool_by_its_old_name() -> None:
-    out = subprocess.run([sys.executable, "-m", "hdppo.netcost", "--help"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and "usage:" in out.stdout and "crosses the network" in out.stdout, out.stderr
-
-
-@pytest.mark.parametrize("name", ["line.py", "grid_native.py"])
-def test_scenario_files_written_against_the_old_docs_still_check(name: str) -> None:
-    """Verbatim copies of examples/scenarios/line.py and scenarios/grid.py as they were before the move
-    (`from hdppo.scenario import ...`, `hdppo.graph`, `hdppo.vecenv`, `hdppo.batch_view`, `hdppo.render`)."""
-    text = (LEGACY / name).read_text()
-    assert "from hdppo.scenario import" in text and "from hdppo.graph import" in text
-    report = run_check(str(LEGACY / name), {}, episodes=2, n_envs=2, seed=0)
-    assert report.ok, [(line.name, line.detail) for line in report.lines if not line.ok]
 
 
 def test_train_takes_typed_values_and_returns_the_run_folder(tmp_path: Path) -> None:

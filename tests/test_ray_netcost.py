@@ -1,4 +1,4 @@
-"""Bytes per layer per update (`hdppo/tools/netcost.py`): the computed figures of docs/engine.md agree with
+"""Bytes per layer per update (`examples/studies/netcost.py`): the computed figures of docs/engine.md agree with
 the parameter servers and with what one worker actually ships (no Ray needed)."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pickle
 import numpy as np
 import pytest
 
+from examples.studies.netcost import layer_costs, measured_costs, table
 from hdppo.engine.config import resolve_overrides
 from hdppo.engine.server import ParameterServer
-from hdppo.engine.trainer import layer_infos
-from hdppo.tools.netcost import layer_costs, measured_costs, table
+from hdppo.engine.spec import layer_infos
 
 SMALL = {"envs_per_worker": 2, "rollout": 40, "epochs": 2, "minibatches": 3}   # 40: a multiple of every interval
 
@@ -56,8 +56,8 @@ def test_bytes_of_a_box_action_layer():
     """A continuous action costs 4 bytes per dimension, a discrete one 8 (int64)."""
     import gymnasium as gym
 
+    from examples.studies.netcost import row_bytes
     from hdppo.engine.config import LayerConfig
-    from hdppo.tools.netcost import row_bytes
 
     class Info:
         obs_dim, name = 10, "low"

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hdppo.runtime.render import Canvas, Overlay, Scene, team_overlay
+from hdppo.runtime.render import team_overlay
+from hdppo.sims.scene import Canvas, Overlay, Scene
 from hdppo.team.scenario import load_scenario
 
 from cli_helpers import cli

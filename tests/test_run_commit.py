@@ -248,7 +248,7 @@ def test_resumed_servers_hold_the_commit_exactly(three_layer_run, tmp_path):
     from hdppo.engine.server import ParameterServer
     from hdppo.engine.spec import RunSpec
     from hdppo.engine.trainer import Trainer
-    from hdppo.evaluate import load_run_config
+    from hdppo.runtime.evaluate import load_run_config
     run = copy_run(three_layer_run, tmp_path / "run")
     config = load_run_config(run)
     tc = train_config_from_dict(config["train"])

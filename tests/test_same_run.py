@@ -8,11 +8,11 @@ import re
 
 import pytest
 
+from examples.studies.evidence import EvidencePlan, Variant
+from examples.studies.evidence import main as evidence_main
+from examples.studies.same_run import changed_settings, compared, flatten
 from hdppo.cli import main as cli_main
 from hdppo.engine.config import LayerConfig
-from hdppo.tools.evidence import EvidencePlan, Variant
-from hdppo.tools.evidence import main as evidence_main
-from hdppo.tools.same_run import changed_settings, compared, flatten
 
 ARGS = ["grid", "--layer", "all", "--steps", "512", "--seed", "0", "--no-progress", "layers=1", "workers=1",
         "backend=inline", "envs_per_worker=4", "rollout=16", "minibatches=1", "log_every=0"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-LEGACY = Path(__file__).resolve().parent / "scenarios_legacy"
+LINE = Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "line.py"
 
 
 def run(cwd: Path, *args: str, code: str | None = None) -> subprocess.CompletedProcess:
@@ -24,22 +24,22 @@ def run(cwd: Path, *args: str, code: str | None = None) -> subprocess.CompletedP
 
 @pytest.fixture()
 def project(tmp_path: Path) -> Path:
-    """scenarios/line_team.py (a scenario written against the pre-layout docs, importing a helper next
+    """scenarios/line_team.py (a scenario importing a helper next
     to it through the project's own `scenarios` package), scenarios/spread/__init__.py shadowing a built-in,
     and a policies/ package of the user's own."""
     (tmp_path / "scenarios").mkdir()
     (tmp_path / "scenarios" / "__init__.py").write_text("")
     (tmp_path / "scenarios" / "line_team.py").write_text(
-        (LEGACY / "line.py").read_text().replace(
+        LINE.read_text().replace(
             "from __future__ import annotations\n",
             "from __future__ import annotations\n\nfrom scenarios._helpers import TAG\n")
         + "\nSCENARIO.description = TAG\n")
     (tmp_path / "scenarios" / "_helpers.py").write_text("TAG = 'from the project helpers'\n")
     (tmp_path / "scenarios" / "spread.py").write_text(
-        (LEGACY / "line.py").read_text().replace('name="line"', 'name="my_spread"'))
+        LINE.read_text().replace('name="line"', 'name="my_spread"'))
     pkg = tmp_path / "scenarios" / "line_pkg"          # a scenario folder: __init__.py + a module beside it
     pkg.mkdir()
-    (pkg / "__init__.py").write_text((LEGACY / "line.py").read_text().replace(
+    (pkg / "__init__.py").write_text(LINE.read_text().replace(
         "from __future__ import annotations\n", "from __future__ import annotations\n\nfrom .extra import NAME\n")
         .replace('name="line"', "name=NAME"))
     (pkg / "extra.py").write_text("NAME = 'line_from_a_folder'\n")

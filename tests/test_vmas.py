@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from hdppo.check import run_check
 from hdppo.errors import ScenarioError
+from hdppo.team.check import run_check
 
 vmas = pytest.importorskip("vmas")
 torch = pytest.importorskip("torch")
@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 from vmas.simulator.core import Agent, Sphere, World  # noqa: E402
 from vmas.simulator.scenario import BaseScenario  # noqa: E402
 
-from hdppo.integrations.vmas import VmasBatch, vmas_scenario  # noqa: E402
+from hdppo.sims.vmas import VmasBatch, vmas_scenario  # noqa: E402
 
 from cli_helpers import cli  # noqa: E402
 
@@ -177,7 +177,7 @@ def test_own_scenario_class_becomes_an_hdppo_scenario(tmp_path):
     """A BaseScenario subclass through vmas_scenario: hdppo check passes on the file."""
     scenario = tmp_path / "my_vmas.py"
     scenario.write_text(
-        "from hdppo.integrations.vmas import vmas_scenario\n"
+        "from hdppo.sims.vmas import vmas_scenario\n"
         "from vmas.scenarios.debug.goal import Scenario as Goal\n"
         "SCENARIO = vmas_scenario(Goal, name='goal', max_steps=20)\n")
     report = run_check(str(scenario), episodes=1, n_envs=2, seed=0, api_cycles=20)

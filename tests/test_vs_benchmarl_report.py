@@ -188,7 +188,7 @@ def test_a_finished_run_that_its_command_would_no_longer_make_is_trained_again(v
 
 def test_changed_since_compares_the_real_run_folder_with_the_arms_command(vs, tmp_path, monkeypatch):
     seen = []
-    import hdppo.tools.same_run as same_run
+    import examples.studies.same_run as same_run
     monkeypatch.setattr(same_run, "changed_settings", lambda run, argv: seen.append((run, argv)) or ["x"])
     assert vs.changed_since("navigation", "hdppo_flat_epochs4", 2, 60_000, tmp_path, ["lr=1e-4"]) == ["x"]
     run, argv = seen[0]

@@ -19,7 +19,7 @@ import numpy as np
 
 def step_rate(task: str, n_envs: int, device: str, seconds: float = 4.0) -> float:
     """Frames (copies x steps) per second of the adapter stepping random actions."""
-    from hdppo.integrations.vmas import VmasBatch
+    from hdppo.sims import VmasBatch
     env = VmasBatch(task, n_envs, device=device, seed=0)
     rng = np.random.default_rng(0)
     low, high = env.action_space.low, env.action_space.high

@@ -48,7 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hdppo.tools.evidence import OLD_SCHEDULES
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.studies
+from examples.studies.evidence import OLD_SCHEDULES
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARL_VENV = ROOT / ".venv-benchmarl"
@@ -146,7 +147,7 @@ def changed_since(task: str, arm: str, seed: int, frames: int, folder: Path, ext
     default changed since it ran); empty for BenchMARL arms."""
     if arm.startswith("benchmarl"):
         return []
-    from hdppo.tools.same_run import changed_settings
+    from examples.studies.same_run import changed_settings
     return changed_settings(folder / "run", hdppo_command(task, arm, seed, frames, folder, extra)[2:])
 
 

@@ -5,15 +5,17 @@ rate with 95% bootstrap CIs, kills and survivors beside it.
     python examples/evidence/battle.py --write docs/evidence
 
 Finished runs in runs/evidence/battle are reused; `--steps`, `--seeds`, `--report-only` as in
-hdppo.tools.evidence.main.
+examples.studies.evidence.main.
 
 `epochs=4 lr_decay=true clip_vloss=false` are pinned: these runs were made under those defaults
 (now 16 epochs, a constant learning rate and a clipped value loss), and the listed commands must
 still make them.
 """
+import sys
 from pathlib import Path
 
-from hdppo.tools.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.studies
+from examples.studies.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
     scenario="battle", outcome="win", steps=300_000, seeds=[0, 1, 2],

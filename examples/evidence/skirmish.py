@@ -6,15 +6,17 @@ env-step budget; final win rate with 95% bootstrap CIs, points held and enemies 
 
 The issue's aim: the 3-layer team reaches the flat team's final win rate in at most half the env
 steps. Finished runs in runs/evidence/skirmish are reused; `--steps`, `--seeds`, `--report-only`
-as in hdppo.tools.evidence.main.
+as in examples.studies.evidence.main.
 
 `epochs=4 lr_decay=true clip_vloss=false` are pinned: these runs were made under those defaults
 (now 16 epochs, a constant learning rate and a clipped value loss), and the listed commands must
 still make them.
 """
+import sys
 from pathlib import Path
 
-from hdppo.tools.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.studies
+from examples.studies.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
     scenario="skirmish", outcome="win", steps=1_000_000, seeds=[0, 1, 2],

@@ -7,14 +7,16 @@ checks whether the same setting helps, or costs, on skirmish.
     python examples/evidence/skirmish_epochs.py --write docs/evidence --tag epochs
 
 Finished runs in runs/evidence/skirmish-epochs are reused; `--steps`, `--seeds`, `--variant`,
-`--report-only` as in hdppo.tools.evidence.main.
+`--report-only` as in examples.studies.evidence.main.
 
 `lr_decay=true clip_vloss=false` are pinned: the runs were made under those defaults (now a
 constant learning rate and a clipped value loss).
 """
+import sys
 from pathlib import Path
 
-from hdppo.tools.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.studies
+from examples.studies.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
     scenario="skirmish", outcome="win", steps=300_000, seeds=[0, 1, 2, 3, 4],

@@ -6,15 +6,17 @@ team of 12 units wins under half its games after 1M env steps (probes, seed 0, 1
     python examples/evidence/skirmish_hard.py --write docs/evidence --tag hard
 
 Finished runs in runs/evidence/skirmish-hard are reused; `--steps`, `--seeds`, `--variant`,
-`--report-only` as in hdppo.tools.evidence.main.
+`--report-only` as in examples.studies.evidence.main.
 
 `epochs=4 lr_decay=true clip_vloss=false` are pinned: these runs were made under those defaults
 (now 16 epochs, a constant learning rate and a clipped value loss), and the listed commands must
 still make them.
 """
+import sys
 from pathlib import Path
 
-from hdppo.tools.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.studies
+from examples.studies.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
     scenario="skirmish", outcome="win", steps=1_000_000, seeds=[0, 1, 2, 3, 4],

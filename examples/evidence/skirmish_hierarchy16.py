@@ -13,9 +13,11 @@ the commands keep making these runs if the default moves again.
 `lr_decay=true clip_vloss=false` are pinned: the runs were made under those defaults (now a
 constant learning rate and a clipped value loss).
 """
+import sys
 from pathlib import Path
 
-from hdppo.tools.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.studies
+from examples.studies.evidence import OLD_SCHEDULES, EvidencePlan, Variant, main
 
 PLAN = EvidencePlan(
     scenario="skirmish", outcome="win", steps=300_000, seeds=[0, 1, 2, 3, 4],

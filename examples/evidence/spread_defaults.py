@@ -22,8 +22,10 @@ import numpy as np
 
 from hdppo.engine.metrics import read_csv
 from hdppo.stats import seeds_ci
-from hdppo.tools.evidence import OLD_SCHEDULES, finished
-from hdppo.tools.same_run import changed_settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.studies
+from examples.studies.evidence import OLD_SCHEDULES, finished
+from examples.studies.same_run import changed_settings
 
 TASK = ["n_agents=3", "squad_size=3", "max_cycles=25", "layers=1", "epochs=4", *OLD_SCHEDULES]
 STEPS = 300_000

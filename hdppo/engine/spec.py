@@ -1,10 +1,10 @@
-"""RunSpec: one training run, resolved once; `train()`, the Python entry point.
+"""RunSpec: one training run, resolved once.
 
 `RunSpec.from_overrides(scenario, overrides, layers=..., out=...)` loads the scenario, builds its
 config, learns the layer names from it and splits the overrides into the train config and the
 scenario's overrides, in that order and only once. The CLI (`hdppo train`) and `hdppo.train(...)`
-both go through it; the Trainer reuses what it resolved, and workers rebuild from the recorded
-(scenario, scenario_overrides, train) triple.
+both go through it (`hdppo.train` is in engine/entry.py); the Trainer reuses what it resolved,
+and workers rebuild from the recorded (scenario, scenario_overrides, train) triple.
 """
 from __future__ import annotations
 
@@ -94,21 +94,3 @@ def _layer_list(layers: str | list[str], names: list[str], scenario: str) -> lis
         if layer not in names:
             raise ConfigError(f"scenario {scenario!r} has no layer {layer!r}", f"use --layer all or one of {names}")
     return chosen
-
-
-def train(scenario: str, overrides: dict[str, Any] | None = None, *, layers: str | list[str] = "all",
-          out: str | Path | None = None, progress: bool = False) -> Path:
-    """Train `scenario` (a name from `hdppo scenarios` or a file path) and return its run folder.
-
-    `overrides` take typed values: `hdppo.train("spread", {"steps": 50_000, "workers": 2})`. The
-    run folder is the same as `hdppo train`'s: eval, plot, resume and `hdppo.load` work on it.
-    """
-    from hdppo.engine.trainer import Trainer
-    from hdppo.runfolder import record_resolved, record_scenario
-    settings = {"progress": progress, **(overrides or {})}
-    spec = RunSpec.from_overrides(scenario, settings, layers=layers, out=out)
-    trainer = Trainer(spec)
-    record_scenario(trainer.out, spec.scenario)
-    record_resolved(trainer.out, workers=spec.train.n_workers())
-    trainer.run()
-    return trainer.out

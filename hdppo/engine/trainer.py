@@ -26,7 +26,7 @@ from hdppo.engine.metrics import MetricsSink
 from hdppo.engine.resume import choose_commit, metrics_rows, truncate_metrics
 from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.server import ParameterServer
-from hdppo.engine.spec import RunSpec, layer_infos  # noqa: F401  (RunSpec's old home)
+from hdppo.engine.spec import RunSpec
 from hdppo.errors import ConfigError, HdppoError
 
 WORK_UNIT = 16 * 256          # env steps per copy x copies of a default collect: worker_timeout covers this much

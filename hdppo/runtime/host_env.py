@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo.errors import ConfigError, ScenarioError
-from hdppo.team.vecenv import BatchedEnv, EnvStep
+from hdppo.sims.base import BatchedEnv, EnvStep
 
 
 @dataclass

@@ -5,9 +5,10 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from hdppo.errors import ScenarioError
+from hdppo.sims.base import BatchedEnv
+from hdppo.sims.pettingzoo import PettingZooBatch
 from hdppo.team.graph import AgentGraph
 from hdppo.team.scenario import Layer, Scenario
-from hdppo.team.vecenv import BatchedEnv, PettingZooBatch
 
 
 def make_env_and_graph(scenario: Scenario, cfg: Any, n_envs: int, seed: int | None,

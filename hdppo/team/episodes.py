@@ -5,9 +5,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from hdppo.sims.base import BatchedEnv
 from hdppo.team.interfaces import LayerInfo
 from hdppo.team.scenario import Layer
-from hdppo.team.vecenv import BatchedEnv
 
 
 class Episodes(Protocol):

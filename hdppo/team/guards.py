@@ -6,8 +6,8 @@ from typing import Any
 import numpy as np
 
 from hdppo.errors import ScenarioError
+from hdppo.sims.base import BatchedEnv, EnvStep
 from hdppo.team.interfaces import LayerInfo
-from hdppo.team.vecenv import BatchedEnv, EnvStep
 
 
 def check_actions(info: LayerInfo, actions: Any, n_envs: int) -> np.ndarray:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from hdppo.errors import ScenarioError
+from hdppo.sims.base import BatchedEnv, EnvStep
 from hdppo.team import aggregate as agg
 from hdppo.team.assembly import build_graph, make_env_and_graph
 from hdppo.team.episodes import episode_stats
@@ -31,7 +32,6 @@ from hdppo.team.layer_info import build_infos
 from hdppo.team.scenario import Layer, LayerContext, Scenario
 from hdppo.team.smdp import Transitions
 from hdppo.team.topology import LayerTopology, build_topology, regroup
-from hdppo.team.vecenv import BatchedEnv, EnvStep
 
 # the step contracts are defined in interfaces.py; importing them from here keeps working
 __all__ = ["Decision", "HierarchyEnv", "LayerInfo", "LayerState", "LayerStep", "Policy", "StepResult"]

@@ -11,10 +11,10 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo.errors import ScenarioError
+from hdppo.sims.base import BatchedEnv
 from hdppo.team.interfaces import LayerInfo
 from hdppo.team.scenario import Layer
 from hdppo.team.topology import LayerTopology
-from hdppo.team.vecenv import BatchedEnv
 
 
 def concat_boxes(*boxes: gym.spaces.Box) -> gym.spaces.Box:

@@ -24,8 +24,8 @@ from hdppo.errors import ScenarioError
 from hdppo.overrides import apply_overrides
 
 if TYPE_CHECKING:  # imported for annotations only
+    from hdppo.sims.base import BatchedEnv
     from hdppo.team.graph import AgentGraph
-    from hdppo.team.vecenv import BatchedEnv
 
 Choice = Literal["per_child", "broadcast"]
 
@@ -132,7 +132,7 @@ class Opponents:
         """Opponents that sample their action spaces (legal actions only), each env copy its own stream."""
         import itertools
 
-        from hdppo.team.vecenv import random_opponent
+        from hdppo.sims.pettingzoo import random_opponent
         counter = itertools.count()
         return cls(agents, lambda cfg, env: random_opponent(seed)(next(counter), env))
 
@@ -158,7 +158,7 @@ class Scenario:
     opponents: Opponents | None = None
     positions: Callable[[Any], np.ndarray] | None = None
     source: str = ""
-    scene: Callable[[Any], Any] | None = None        # scene(pettingzoo_env) -> hdppo.runtime.render.Scene
+    scene: Callable[[Any], Any] | None = None        # scene(pettingzoo_env) -> hdppo.sims.Scene
     goal_xy: Callable[[Any, Any, str, np.ndarray], np.ndarray] | None = None   # (env, cfg, layer, goals) -> [N, 2]
 
     def make_config(self, overrides: dict[str, Any] | None = None) -> Any:

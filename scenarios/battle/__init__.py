@@ -22,7 +22,7 @@ import numpy as np
 
 from hdppo import AgentGraph, Layer, LayerContext, Opponents, Scenario, ScenarioConfig
 from hdppo.errors import ScenarioError
-from hdppo.team.vecenv import PettingZooBatch
+from hdppo.sims import PettingZooBatch
 
 from .sim import OBS_DIM, VIEW_DIM, BattleBatch, X, Y, fight, make_parallel_env, random_controller, scripted_controller
 
@@ -139,7 +139,7 @@ def _team_xy(env, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 def scene(env):
     """Red units (the team), blue units (the opponent) of the battle_v4 env."""
-    from hdppo.runtime.render import Scene
+    from hdppo.sims import Scene
     red, red_alive = _team_xy(env, 0)
     blue, blue_alive = _team_xy(env, 1)
     n = float(env.map_size)

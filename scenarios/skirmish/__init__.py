@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo import AgentGraph, Layer, LayerContext, Scenario
-from hdppo.team.batch_view import BatchParallelEnv
+from hdppo.sims import BatchParallelEnv
 
 from .sim import DIRS, N_MOVES, SkirmishBatch, SkirmishConfig, check_config
 
@@ -44,7 +44,7 @@ class SkirmishParallelEnv(BatchParallelEnv):
 
     def render(self):
         """An RGB frame [H, W, 3] of the battle (render_mode="rgb_array")."""
-        from hdppo.runtime.render import render_frame
+        from hdppo.sims import render_frame
         return render_frame(self, scene(self), self.overlay)
 
 
@@ -54,7 +54,7 @@ OWNER_COLOURS = {1: "#1f77b4", -1: "#d62728", 0: "#ffffff"}
 
 def scene(env: SkirmishParallelEnv):
     """Units, enemies and the control points (coloured by owner) of the env's copy."""
-    from hdppo.runtime.render import Scene
+    from hdppo.sims import Scene
     b, sz = env.batch, float(env.cfg.size)
     return Scene((0.0, sz, 0.0, sz), b.pos[0].copy(), b.hp[0] > 0, b.opos[0].copy(), b.ohp[0] > 0,
                  b.points.copy(), [OWNER_COLOURS[int(o)] for o in b.owner[0]])

@@ -25,7 +25,7 @@ import numpy as np
 
 from hdppo import EnvStep, NumpyBatch, ScenarioConfig
 from hdppo.errors import ScenarioError
-from hdppo.team.vecenv import copy_rngs
+from hdppo.sims import copy_rngs
 
 _S = np.sqrt(0.5)
 DIRS = np.array([[0, 0], [1, 0], [_S, _S], [0, 1], [-_S, _S], [-1, 0], [-_S, -_S], [0, -1], [_S, -_S]])

@@ -13,7 +13,7 @@ import numpy as np
 from gymnasium import spaces
 
 from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
-from hdppo.team.vecenv import PettingZooBatch
+from hdppo.sims import PettingZooBatch
 
 from .sim import SpreadBatch
 
@@ -97,7 +97,7 @@ def make_layers(cfg: SpreadConfig) -> list[Layer]:
 
 def scene(env):
     """Agents and landmarks of MPE2's world (its env also renders itself with render_mode="rgb_array")."""
-    from hdppo.runtime.render import Scene
+    from hdppo.sims import Scene
     world = env.unwrapped.world
     units = np.array([a.state.p_pos for a in world.agents], float)
     alive = np.array([a.name in env.agents for a in world.agents], bool)

@@ -32,7 +32,7 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo import EnvStep, NumpyBatch
-from hdppo.team.vecenv import copy_rngs
+from hdppo.sims import copy_rngs
 
 AGENT_SIZE = 0.15
 LANDMARK_SIZE = 0.05

@@ -33,7 +33,7 @@ import numpy as np
 
 from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
 from hdppo.errors import ScenarioError
-from hdppo.team.batch_view import BatchParallelEnv
+from hdppo.sims import BatchParallelEnv
 
 from .sim import GOAL_DIM, N_ZONES, OFF_LOCAL, OFF_ZONES, WarehouseBatch, build_layout
 
@@ -98,7 +98,7 @@ class WarehouseParallelEnv(BatchParallelEnv):
 
     def render(self):
         """An RGB frame [H, W, 3] of the warehouse (render_mode="rgb_array")."""
-        from hdppo.runtime.render import render_frame
+        from hdppo.sims import render_frame
         return render_frame(self, scene(self), self.overlay)
 
 
@@ -107,7 +107,7 @@ ZONE_COLOURS = ["#ff7f0e", "#ffbb78", "#f7b6d2", "#c49c94"]
 
 def scene(env: WarehouseParallelEnv):
     """Robots, shelves (walls), stations (black) and zone homes (coloured) of the env's copy."""
-    from hdppo.runtime.render import Scene
+    from hdppo.sims import Scene
     b, L = env.batch, env.batch.layout
     xy = lambda cells: np.stack(L.xy(np.asarray(cells)), axis=-1).astype(float)      # noqa: E731
     marks = np.concatenate([xy(L.stations), xy(L.zone_home)])

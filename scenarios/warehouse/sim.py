@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo import EnvStep, NumpyBatch
-from hdppo.team.vecenv import copy_rngs
+from hdppo.sims import copy_rngs
 
 DX = np.array([0, 0, 0, -1, 1], np.int64)     # actions: 0 stay, 1 up (y-1), 2 down (y+1), 3 left, 4 right
 DY = np.array([0, -1, 1, 0, 0], np.int64)

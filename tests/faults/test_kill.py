@@ -36,7 +36,7 @@ def assert_resumes_exactly(run: Path) -> int:
     from hdppo.engine.server import ParameterServer
     from hdppo.engine.spec import RunSpec
     from hdppo.engine.trainer import Trainer
-    from hdppo.evaluate import load_run_config
+    from hdppo.runtime.evaluate import load_run_config
     config = load_run_config(run)
     tc = train_config_from_dict(config["train"])
     t = Trainer(RunSpec(config["scenario"], config["scenario_overrides"], tc, config["layers"], {}, run), resume=True)

@@ -1,6 +1,6 @@
 """A drift probe: one arm of an evidence report re-run at a small budget, with its numbers recorded.
 
-`python -m hdppo.tools.drift --write docs/evidence/drift-skirmish.json` trains the skirmish report's
+`python -m examples.studies.drift --write docs/evidence/drift-skirmish.json` trains the skirmish report's
 flat arm (seed 0, the same settings, `epochs=4 lr_decay=true clip_vloss=false` pinned as in the
 report, but `--steps 8192`, one
 inline worker so it is deterministic) and records its eval (team return and win rate over 40
@@ -31,8 +31,8 @@ OF_REPORT = "docs/evidence/skirmish.md (the flat arm, seed 0)"
 
 def measure(folder: Path) -> dict[str, Any]:
     """Train the probe in `folder` and play it: per-episode team returns and wins, and their means."""
-    from hdppo.engine.spec import train
-    from hdppo.evaluate import play
+    from hdppo.engine.entry import train
+    from hdppo.runtime.evaluate import play
     run = train(PROBE["scenario"], dict(PROBE["overrides"]), layers=PROBE["layers"], out=folder / "probe")
     records = play(run, PROBE["eval"]["episodes"], seed=PROBE["eval"]["seed"])
     from hdppo.engine.checkpoint import load_checkpoint
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         result = measure(Path(tmp))
     record = {"probe": PROBE, "of_report": OF_REPORT, "result": result, "provenance": provenance.provenance(),
-              "command": "python -m hdppo.tools.drift --write " + (args.write or "FILE")}
+              "command": "python -m examples.studies.drift --write " + (args.write or "FILE")}
     print(json.dumps(result, indent=2))
     if args.write:
         Path(args.write).write_text(json.dumps(record, indent=2) + "\n")

@@ -68,7 +68,7 @@ def finished(run: Path, steps: int) -> bool:
 def check_current(plan: EvidencePlan) -> None:
     """Refuse finished runs that their command, resolved by this code, would no longer make (e.g. a
     default changed since): a report on them would list commands that give other numbers."""
-    from hdppo.tools.same_run import changed_settings
+    from examples.studies.same_run import changed_settings
     stale = {}
     for seed in plan.seeds:
         for variant in plan.variants:
@@ -172,7 +172,7 @@ def seed_steps_to_target(runs: list[Path], key: str, grid: np.ndarray, target: f
 def final_episodes(run: Path, episodes: int, seed: int) -> list[dict[str, Any]]:
     """The final team's eval episodes, cached in RUN/evidence_eval.json (keyed by count, seed and the
     checkpoints' versions) so a report can be rewritten without playing again."""
-    from hdppo.evaluate import play
+    from hdppo.runtime.evaluate import play
     cache = run / "evidence_eval.json"
     state = json.loads((run / "state.json").read_text())
     key = {"episodes": episodes, "seed": seed, "env_steps": state.get("env_steps")}
@@ -300,7 +300,7 @@ def markdown(plan: EvidencePlan, summary: dict[str, Any], png_name: str, command
              f"Each run trains `--layer all` for **{plan.steps:,} env steps**"
              + (f" with `{' '.join(plan.common)}`" if plan.common else "")
              + f"; seeds {plan.seeds}; every final team "
-             f"is played for {plan.eval_episodes} fresh episodes (`hdppo.evaluate.play`, sampled actions). "
+             f"is played for {plan.eval_episodes} fresh episodes (`hdppo.runtime.evaluate.play`, sampled actions). "
              f"Confidence intervals are 95% Student-t intervals across the seeds' means (one seed: exact binomial or "
              f"bootstrap over its episodes).", "",
              f"| team | final {plan.outcome} (eval, 95% CI) | per seed | team return (eval) | "

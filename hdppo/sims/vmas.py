@@ -42,7 +42,7 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo.errors import ConfigError, ScenarioError
-from hdppo.team.vecenv import BatchedEnv, EnvStep
+from hdppo.sims.base import BatchedEnv, EnvStep
 
 INSTALL_FIX = "pip install 'hdppo[vmas]' (or: pip install vmas==1.5.2)"
 # fields of a vmas_scenario config that configure the adapter or the team, not the VMAS task
@@ -254,8 +254,8 @@ class VmasBatch(BatchedEnv):
 
 # ---- a one-copy PettingZoo view, for PettingZoo's API test ----------------------------------------
 def _parallel_view(batch: VmasBatch) -> Any:
-    """hdppo.batch_view.BatchParallelEnv over a one-copy VmasBatch, taking Box actions too."""
-    from hdppo.team.batch_view import BatchParallelEnv
+    """hdppo.sims.BatchParallelEnv over a one-copy VmasBatch, taking Box actions too."""
+    from hdppo.sims.parallel_view import BatchParallelEnv
 
     class VmasParallelEnv(BatchParallelEnv):
         metadata = {"name": "hdppo_vmas_v0", "render_modes": []}

@@ -54,7 +54,7 @@ EnvRunner actors get ``OMP_NUM_THREADS=1`` etc. through Ray's
 ``runtime_env`` (RLlib's ``python_environment()`` settings are only read by
 the old API stack's RolloutWorker).
 
-Run ``python -m hdppo.tools.bench_rllib --help`` for the command line.
+Run ``python -m hdppo.analysis.bench_rllib --help`` for the command line.
 """
 
 from __future__ import annotations

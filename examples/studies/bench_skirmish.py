@@ -1,4 +1,4 @@
-"""`python -m hdppo.tools.bench_skirmish`: raw speed of the skirmish simulator (no policies, no learning).
+"""`python -m examples.studies.bench_skirmish`: raw speed of the skirmish simulator (no policies, no learning).
 
 Steps `--envs` copies of `SkirmishBatch` in one process with random legal actions (drawn from the
 action mask) and auto-resets, and prints batch steps/s and unit-steps/s (copies x units per batch

@@ -1,7 +1,7 @@
 """sleepy: the grid scenario with a simulator that costs `step_ms` of wall time per copy-step.
 
 A sleep-bound stand-in for a slow external simulator, so worker scaling can be measured past the
-number of cores (`hdppo/tools/bench_scaling.py`). Loaded by path; not a built-in scenario.
+number of cores (`examples/studies/bench_scaling.py`). Loaded by path; not a built-in scenario.
 """
 from __future__ import annotations
 

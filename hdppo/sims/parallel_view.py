@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 from pettingzoo import ParallelEnv
 
-from hdppo.team.vecenv import BatchedEnv
+from hdppo.sims.base import BatchedEnv
 
 
 class BatchParallelEnv(ParallelEnv):

@@ -5,7 +5,7 @@ steps/s (hierarchy + policies, no learning), hdppo training steps/s for a flat (
 3-layer team on both env implementations, and RLlib PPO training on MPE2 with the same batch
 settings. One env step = every agent of one env copy acts once. Every PPO setting (epochs,
 minibatches, target_kl, ...) is `LayerConfig`'s default. The learner rows (what an update costs,
-on spread and VMAS balance) are `hdppo.tools.bench_learner`'s.
+on spread and VMAS balance) are `hdppo.analysis.bench_learner`'s.
 """
 from __future__ import annotations
 
@@ -135,8 +135,8 @@ def training(cfg: BenchConfig, layers: int, native: bool, steps: int) -> float:
 
 
 def rllib(cfg: BenchConfig) -> dict[str, Any]:
+    from hdppo.analysis.bench_rllib import rllib_ppo_steps_per_second
     from hdppo.engine.config import LayerConfig
-    from hdppo.tools.bench_rllib import rllib_ppo_steps_per_second
     batch = cfg.rollout * cfg.envs_per_worker * cfg.workers
     lc = LayerConfig()
     # RLlib's minibatch counts agent rows but may not exceed the batch counted in env steps, so

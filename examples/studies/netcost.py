@@ -12,7 +12,7 @@ Per layer and per worker, one update of the layer moves:
 
 `layer_costs` computes these numbers; `measured_costs` runs one inline worker until every layer has
 been due and weighs the objects a backend actually ships (pickled, as Ray serialises them).
-`python -m hdppo.tools.netcost spread grid` prints the table in docs/engine.md.
+`python -m examples.studies.netcost spread grid` prints the table in docs/engine.md.
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def row_bytes(info: Any, lc: Any, has_mask: bool = False) -> int:
 
 def _setup(scenario: str, scenario_overrides: dict | None, train_overrides: dict | None):
     from hdppo.engine.config import resolve_overrides
-    from hdppo.engine.trainer import layer_infos
+    from hdppo.engine.spec import layer_infos
     from hdppo.team.scenario import load_scenario
     sc = load_scenario(scenario)
     cfg0 = sc.make_config()

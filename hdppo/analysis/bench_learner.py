@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hdppo.analysis.bench import BenchConfig
 from hdppo.errors import ConfigError
-from hdppo.tools.bench import BenchConfig
 
 TARGET_LEARNER = 0.6          # bare loop time / hdppo's update time
 TARGET_TRAINING = 0.5         # training env steps/s / rollout-only env steps/s

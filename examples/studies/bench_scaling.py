@@ -3,8 +3,8 @@ and the ray backend on one Ray node against several nodes of a local cluster.
 
 Each copy-step sleeps `step_ms` (10 ms), so one worker with one env copy trains at most ~100 env
 steps/s and the speed-up measures what the backend adds, not the 2 cores. Run:
-`python -m hdppo.tools.bench_scaling --workers 1 2 4 8 16 --backends process ray`, and for nodes
-`python -m hdppo.tools.bench_scaling --nodes 1 2 --workers 8 16 --repeats 2` (a `ray.cluster_utils.Cluster`
+`python -m examples.studies.bench_scaling --workers 1 2 4 8 16 --backends process ray`, and for nodes
+`python -m examples.studies.bench_scaling --nodes 1 2 --workers 8 16 --repeats 2` (a `ray.cluster_utils.Cluster`
 on this machine whose nodes share the worker count: 16 workers = one node of 16 CPUs, or 8 + 8).
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, cast
 
-SCENARIO = str(Path(__file__).resolve().parent / "bench_scenarios" / "sleepy.py")
+SCENARIO = str(Path(__file__).resolve().parent / "sleepy.py")
 
 
 def train_rate(backend: str, workers: int, seconds: float = 10.0, step_ms: float = 10.0,

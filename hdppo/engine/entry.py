@@ -1,0 +1,25 @@
+"""`hdppo.train(...)`: the Python entry point, a RunSpec resolved and run by the Trainer."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hdppo.engine.spec import RunSpec
+from hdppo.engine.trainer import Trainer
+from hdppo.runfolder import record_resolved, record_scenario
+
+
+def train(scenario: str, overrides: dict[str, Any] | None = None, *, layers: str | list[str] = "all",
+          out: str | Path | None = None, progress: bool = False) -> Path:
+    """Train `scenario` (a name from `hdppo scenarios` or a file path) and return its run folder.
+
+    `overrides` take typed values: `hdppo.train("spread", {"steps": 50_000, "workers": 2})`. The
+    run folder is the same as `hdppo train`'s: eval, plot, resume and `hdppo.load` work on it.
+    """
+    settings = {"progress": progress, **(overrides or {})}
+    spec = RunSpec.from_overrides(scenario, settings, layers=layers, out=out)
+    trainer = Trainer(spec)
+    record_scenario(trainer.out, spec.scenario)
+    record_resolved(trainer.out, workers=spec.train.n_workers())
+    trainer.run()
+    return trainer.out
