@@ -30,7 +30,8 @@ def resolved_config(argv: list[str]) -> dict[str, Any]:
     """What `hdppo train ARGV` (arguments after `train`) would record in config.json, without training."""
     import dataclasses
 
-    from hdppo.cli import parse, train_spec
+    from hdppo.cli import parse
+    from hdppo.cli.train import train_spec
     from hdppo.engine.config import train_config_to_dict
     args = parse(["train", *argv])
     spec = train_spec(args)

@@ -33,6 +33,18 @@ def final_return(run: Path) -> float:
     return float(np.mean(vals[-FINAL_ROWS:])) if vals else float("nan")
 
 
+def ablation_plan(run: str | Path, steps: int = 0) -> tuple[int, int]:
+    """(workers, env steps per run) of `hdppo diagnose RUN --ablate`: the run's workers, and `steps`
+    or the run's budget capped at 100,000."""
+    from hdppo.analysis.diagnose import run_workers
+    from hdppo.errors import ConfigError
+    config = load_run_config(run)
+    steps = steps or min(int(config["train"]["steps"]), 100_000)
+    if steps < 1:
+        raise ConfigError(f"--ablate-steps {steps} is not a budget", "pass --ablate-steps N with N >= 1")
+    return run_workers(run, config), steps
+
+
 def ablate(run: str | Path, steps: int, workers: int, out: str | Path | None = None) -> dict[str, Any]:
     """Train k = 1..workers pools for `steps` env steps each (finished ones in `out` are reused) and
     write out/ablate.json and out/ablate.png; returns the summary."""

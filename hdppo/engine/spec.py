@@ -64,6 +64,23 @@ class RunSpec:
         return cls(resolve_scenario_name(scenario), scenario_overrides, tc, trained, dict(frozen or {}), folder,
                    Resolved(loaded, cfg, names))
 
+    @classmethod
+    def from_run(cls, run: str | Path, *, steps: Any = None, progress: bool | None = None) -> RunSpec:
+        """The run recorded in RUN/config.json, to resume: only the budget (`steps`, a number or its
+        text) and the progress display may change."""
+        from hdppo.engine.config import check_train_config, train_config_from_dict
+        from hdppo.overrides import coerce
+        from hdppo.runfolder import load_run_config, resolve_scenario
+        config = load_run_config(run)
+        tc = train_config_from_dict(config["train"])
+        if steps is not None:
+            tc.steps = coerce(steps, int, "steps")
+        if progress is not None:
+            tc.progress = progress
+        check_train_config(tc)
+        return cls(resolve_scenario(run, config), config["scenario_overrides"], tc, config["layers"],
+                   config["frozen"], Path(run))
+
     def resolve(self) -> Resolved:
         """The loaded scenario and its config (loaded here once for a spec built field by field)."""
         if self.resolved is None:
