@@ -1,32 +1,36 @@
-"""Fixtures shared by several test files, and the markers of the fast run.
+"""Fixtures shared by the test folders, and the markers of the fast run.
 
-`ray`: tests that start a local Ray (the files in RAY_FILES); `slow`: the fault suite (tests/faults)
-and the tests that train or evaluate for seconds (SLOW_FILES, measured with `--durations`). The fast
-run, `python -m pytest -m "not slow and not ray"`, stays under a minute; the README's test command
+Markers follow folders: a test under a `slow/` folder or under `faults/` is `slow` (it trains or
+evaluates for seconds); a test under `ray/` starts a local Ray (`ray`). The fast run,
+`python -m pytest -m "not slow and not ray"`, stays well under a minute; the README's test command
 runs everything.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-RAY_FILES = {"test_ray_backend.py", "test_ray_faults.py", "test_ray_netcost.py", "test_rllib_interop.py",
-             "test_bench_rllib.py"}
-SLOW_FILES = {"test_engine.py", "test_engine_bookkeeping.py", "test_budget.py", "test_value_norm.py",
-              "test_learning_spread.py", "test_run_commit.py", "test_cli.py", "test_user_project.py",
-              "test_check_all.py", "test_runtime.py", "test_export.py", "test_plot.py", "test_diagnose.py",
-              "test_evidence.py", "test_evidence_drift.py", "test_vmas.py", "test_target_kl.py",
-              "test_bench_learner.py"}
+from tests.helpers import TESTS, TINY
+
+SLOW_FOLDERS = {"slow", "faults"}
+RAY_FOLDERS = {"ray"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        name = Path(str(item.fspath)).name
-        if name in RAY_FILES:
+        folders = set(Path(str(item.fspath)).resolve().relative_to(TESTS).parts[:-1])
+        if folders & RAY_FOLDERS:
             item.add_marker(pytest.mark.ray)
-        if name in SLOW_FILES:
+        if folders & SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def tiny() -> dict[str, Any]:
+    """A fresh copy of the tiny training settings (tests.helpers.TINY), to update per test."""
+    return dict(TINY)
 
 
 @pytest.fixture

@@ -27,9 +27,8 @@ def test_importing_hdppo_stays_light() -> None:
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
 
 
-def test_train_takes_typed_values_and_returns_the_run_folder(tmp_path: Path) -> None:
-    run = hdppo.train("grid", {"steps": 512, "workers": 1, "backend": "inline", "envs_per_worker": 2, "seed": 3,
-                               "low.lr": 1e-3}, layers="low", out=tmp_path / "run")
+def test_train_takes_typed_values_and_returns_the_run_folder(tmp_path: Path, tiny: dict) -> None:
+    run = hdppo.train("grid", {**tiny, "steps": 512, "seed": 3, "low.lr": 1e-3}, layers="low", out=tmp_path / "run")
     assert run == tmp_path / "run"
     config = json.loads((run / "config.json").read_text())
     assert config["layers"] == ["low"] and config["train"]["steps"] == 512 and config["train"]["seed"] == 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli_helpers import cli
+from tests.helpers.cli import cli
 
 BAD = [
     ("max_grad_norm=-1", "max_grad_norm"), ("max_grad_norm=0", "max_grad_norm"), ("max_grad_norm=inf", "max_grad_norm"),

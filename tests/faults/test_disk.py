@@ -10,9 +10,8 @@ import pytest
 
 from hdppo.engine import commit as commit_mod
 from hdppo.engine.commit import list_commits
-
-from cli_helpers import cli
-from fault_helpers import GRID, assert_consistent
+from tests.helpers.cli import cli
+from tests.helpers.faults import GRID, assert_consistent
 
 RUN = [*GRID, "--backend", "inline", "--workers", "1", "--steps", "256"]
 WRITES = 11        # commit 0 (no layers): 4 write steps; the final commit (3 layers): 7

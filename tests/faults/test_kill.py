@@ -17,8 +17,7 @@ import numpy as np
 from hdppo.cli import main
 from hdppo.engine.checkpoint import load_checkpoint
 from hdppo.engine.commit import list_commits, open_commit
-
-from fault_helpers import GRID, assert_consistent, launch, wait_for
+from tests.helpers.faults import GRID, assert_consistent, launch, wait_for
 
 STEPS = 8000
 RUN = [*GRID, "--backend", "inline", "--workers", "2", "checkpoint_seconds=1", "checkpoint_every=4"]
@@ -103,7 +102,7 @@ def test_a_kill_then_resume_never_moves_a_layer_back(tmp_path):
     import subprocess
     import sys
 
-    from fault_helpers import column
+    from tests.helpers.faults import column
     run, log = tmp_path / "run", tmp_path / "train.log"
     proc = launch(["train", *GRID, "--backend", "inline", "--workers", "2", "--steps", "8000", "log_every=1",
                    "checkpoint_every=1000", "--out", run], log)

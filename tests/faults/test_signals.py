@@ -12,8 +12,7 @@ import pytest
 
 from hdppo.cli import main
 from hdppo.engine.commit import list_commits, open_commit
-
-from fault_helpers import GRID, assert_consistent, launch, wait_for
+from tests.helpers.faults import GRID, assert_consistent, launch, wait_for
 
 STEPS = 3000
 RUN = [*GRID, "--backend", "process", "--workers", "2", "--steps", STEPS]
@@ -42,7 +41,7 @@ def test_stop_signal_commits_then_exits(sig, group, tmp_path, capsys):
     assert c.number >= 1 and c.layers == ["high", "low", "mid"]
     # the commit is the state at the stop: the last row of every layer CSV is at the commit's env step or before
     # and nothing after it needs cutting
-    from fault_helpers import column
+    from tests.helpers.faults import column
     for layer in c.layers:
         assert column(run, layer, "step")[-1] <= c.env_steps
         assert c.manifest["metrics_rows"][f"{layer}.csv"] == len(column(run, layer, "step"))
@@ -73,7 +72,7 @@ def test_a_stopped_worker_is_named_within_the_timeout(tmp_path, capsys):
     assert "Traceback" not in text
     assert took < 4 + 15, took                  # the deadline (4 s) plus closing the pool
     if "no answer to collect" in text:          # hung between rounds: that round boundary was committed
-        from fault_helpers import column
+        from tests.helpers.faults import column
         c = open_commit(run, list_commits(run)[-1])
         on_disk = {n: len(column(run, n, "step")) if (run / "metrics" / f"{n}.csv").exists() else 0
                    for n in ("low", "mid", "high")}

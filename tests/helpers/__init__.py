@@ -1,0 +1,20 @@
+"""Helpers the test folders share (`from tests.helpers.cli import cli`), and where things are.
+
+- `batch`: the contract of a native batch (E copies stepped together equal E single copies);
+- `cli`: the `hdppo` command run in-process, with its output;
+- `engine`: training and parameter-server helpers on the small `grid` scenario;
+- `runtime`: a tiny trained run, and the team's and workers' actions on the same observations;
+- `scripted_env`: a PettingZoo env with scripted rewards, to check the hierarchy's bookkeeping;
+- `faults`: `hdppo` in its own process, to kill and signal.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]       # data next to the tests: fixtures/, scenarios_ok/, ...
+ROOT = TESTS.parent                               # the repository
+
+# The smallest training that still runs every part once on `grid`: one inline worker, two env copies,
+# one gradient step per rollout of 16 steps (the `tiny` fixture hands out a copy).
+TINY = {"backend": "inline", "workers": 1, "envs_per_worker": 2, "seed": 0, "rollout": 16, "epochs": 1,
+        "minibatches": 1}
