@@ -5,8 +5,10 @@ import contextlib
 import dataclasses
 import functools
 import io
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,14 +40,28 @@ class CheckReport:
         self.lines.append(CheckLine(name, ok, detail, trace))
         return ok
 
-    def add_hook_error(self, name: str, exc: Exception) -> None:
-        """A FAIL line for an exception raised inside a scenario hook, at the hook's file and line."""
+    def add_hook_error(self, name: str, exc: Exception, prefix: str = "") -> None:
+        """A FAIL line for an exception raised inside a scenario hook, at the hook's file and line,
+        with the traceback kept for `--debug`."""
         import traceback
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/hdppo/" not in f.filename]
-        where = f" at line {frames[-1].lineno} of {frames[-1].filename}" if frames else ""
-        self.add(name, False, f"{type(exc).__name__}: {exc}{where}; fix the scenario hook "
-                              "(run with --debug for the traceback)",
+        frame = user_frame(exc)
+        where = f" at line {frame.lineno} of {frame.filename}" if frame is not None else ""
+        fix = "; fix the scenario hook (run with --debug for the traceback)" if frame is not None else ""
+        self.add(name, False, f"{prefix}{type(exc).__name__}: {exc}".strip() + where + fix,
                  "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+
+
+def user_frame(exc: BaseException) -> Any:
+    """The innermost frame of an exception's traceback in the user's own code: not hdppo itself and
+    not an installed library (judged by location, so a project in a folder named hdppo counts)."""
+    import site
+    import sysconfig
+    import traceback
+    skip = [str(Path(__file__).resolve().parents[1]) + os.sep]
+    skip += [str(Path(p).resolve()) + os.sep for p in {*site.getsitepackages(), sysconfig.get_paths()["stdlib"]}]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not str(Path(f.filename).resolve()).startswith(tuple(skip))]
+    return frames[-1] if frames else None
 
 
 def run_check(target: str, overrides: dict[str, Any] | None = None, episodes: int = 4, n_envs: int = 2,
@@ -98,13 +114,15 @@ def _api_test(report: CheckReport, name: str, make: Callable[[], Any], cycles: i
     try:
         env = make()
     except Exception as exc:
-        return report.add(name, False, f"building the env raised {type(exc).__name__}: {exc}")
+        report.add_hook_error(name, exc, prefix="building the env raised ")
+        return False
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):
             parallel_api_test(env, num_cycles=cycles)
-    except Exception as exc:  # the PettingZoo test asserts; report its message
-        return report.add(name, False, f"{type(exc).__name__}: {exc}".strip())
+    except Exception as exc:  # the PettingZoo test asserts, or a scenario hook raised inside the env
+        report.add_hook_error(name, exc)
+        return False
     finally:
         with contextlib.suppress(Exception):
             env.close()

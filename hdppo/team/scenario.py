@@ -75,8 +75,8 @@ class LayerContext:
         for name, value in given.items():
             if callable(value) and name not in ("env",):
                 self._lazy[name] = value            # computed on first read
-            else:
-                setattr(self, name, value)
+            elif value is not None:                 # an unset field stays unset, so a lazy value added
+                setattr(self, name, value)          # later (prev_features) is not hidden by a None
 
     def __getattr__(self, name: str) -> Any:
         lazy = self.__dict__.get("_lazy", {})
