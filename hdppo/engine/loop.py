@@ -206,7 +206,7 @@ class StageLoop:
                 server.set_progress(self.layer_progress(name))
                 if server.apply_async(result):
                     self.publish(name)
-                    done_rows[name].append(rows.update_stats(result.stats))
+                    done_rows[name].append(dict(result.stats))
                 if "approx_kl" in result.stats:
                     epoch_kls[(name, w)].append(result.stats["approx_kl"])
                 if call.minibatch == lc.minibatches - 1:             # the end of one of this worker's epochs

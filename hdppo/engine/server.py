@@ -126,7 +126,7 @@ class ParameterServer:
         for g in live:
             self._count_staleness(self.version - g.version)
         w = aggregation_weights(self.lc.aggregate, np.array([g.n for g in live]),
-                                np.array([g.stats.get("raw_reward_mean", 0.0) for g in live]))
+                                np.array([g.raw_reward_mean for g in live]))
         agg = np.zeros_like(live[0].grad, dtype=np.float64)
         for wi, g in zip(w, live):
             agg += wi * g.grad
@@ -136,7 +136,7 @@ class ParameterServer:
         out["grad_cosine_mean"] = float(np.nanmean(cos)) if len(cos) else float("nan")
         out["grad_cosine_min"] = float(np.nanmin(cos)) if len(cos) else float("nan")
         out["per_worker_cosine"] = {g.worker: c for g, c in zip(live, cos)}
-        for key in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac"):
+        for key in live[0].stats:                   # the loss terms, weighted like the gradients
             out[key] = float(np.average([g.stats[key] for g in live], weights=w))
         return out
 
