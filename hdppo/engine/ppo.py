@@ -6,6 +6,8 @@ plain reference loop in ``tests/test_ppo_math.py``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import torch
 
@@ -17,6 +19,7 @@ __all__ = [
     "explained_variance",
     "linear_schedule",
     "kl_early_stop",
+    "EpochLoop",
 ]
 
 
@@ -219,6 +222,29 @@ def kl_early_stop(epoch_kls: list[float], target_kl: float) -> bool:
     if target_kl <= 0 or not epoch_kls:
         return False
     return float(np.mean(epoch_kls)) > target_kl
+
+
+class EpochLoop:
+    """The (epoch, minibatch) steps of PPO on one batch: ``epochs`` passes of ``minibatches`` steps,
+    ending after an epoch whose measured approx KLs pass ``target_kl`` (:func:`kl_early_stop`).
+    Report each step's KL with :meth:`measured`; ``epochs_run`` counts the epochs begun."""
+
+    def __init__(self, epochs: int, minibatches: int, target_kl: float) -> None:
+        self.epochs, self.minibatches, self.target_kl = epochs, minibatches, target_kl
+        self.epochs_run = 0
+        self._kls: list[float] = []
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        for epoch in range(self.epochs):
+            self.epochs_run, self._kls = epoch + 1, []
+            for mb in range(self.minibatches):
+                yield epoch, mb
+            if kl_early_stop(self._kls, self.target_kl):
+                return
+
+    def measured(self, kl: float) -> None:
+        """The approx KL of the current minibatch, measured before its step."""
+        self._kls.append(kl)
 
 
 def explained_variance(y_pred: np.ndarray | torch.Tensor, y_true: np.ndarray | torch.Tensor) -> float:
