@@ -132,7 +132,7 @@ class StageLoop:
 
         def next_call(w: int) -> None:
             call = None
-            while queue[w] and call is None:
+            while queue[w] and call is None:       # an ended iterator is dropped (its mode may log as it ends)
                 call = next(queue[w][0], None)
                 if call is None:
                     queue[w].pop(0)
