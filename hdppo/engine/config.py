@@ -46,7 +46,7 @@ class LayerConfig:
     # pool and server
     rollout: int = 0                      # env steps per env copy between updates; 0 = see rollout_steps
     pool: int = 0                         # workers whose data this layer learns from; 0 = all
-    mode: Literal["gradients", "experience"] = "gradients"
+    mode: str = "gradients"               # a name in hdppo.engine.modes.MODES: gradients or experience
     sync: Literal["sync", "async"] = "sync"
     max_staleness: int = 3
     sync_every: int = 0                   # async: env steps between parameter pulls; 0 = every rollout
@@ -163,7 +163,9 @@ def check_train_config(cfg: TrainConfig) -> None:
     need(_finite(cfg.worker_cpus) and cfg.worker_cpus > 0, "worker_cpus", cfg.worker_cpus, "> 0")
     need(_finite(cfg.worker_gpus) and cfg.worker_gpus >= 0, "worker_gpus", cfg.worker_gpus, ">= 0")
     check_device(cfg.device)
+    from hdppo.engine.modes import check_mode
     for name, lc in cfg.layers.items():
+        check_mode(lc.mode)
         check_layer_ranges(name, lc, need)
     for name, lc in cfg.layers.items():
         for key, ok, rule in (("lr", lc.lr > 0, "> 0"), ("epochs", lc.epochs >= 1, ">= 1"),

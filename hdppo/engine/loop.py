@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -10,9 +10,9 @@ import numpy as np
 from hdppo.engine import rows
 from hdppo.engine.backends import Backend
 from hdppo.engine.budget import schedule_progress
-from hdppo.engine.messages import CollectResult, GradResult
+from hdppo.engine.messages import CollectResult
 from hdppo.engine.metrics import CpuMeter, MetricsSink, Progress
-from hdppo.engine.ppo import kl_early_stop
+from hdppo.engine.modes import Call, make_mode
 from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.server import ParameterServer
 from hdppo.errors import HdppoError
@@ -24,25 +24,9 @@ from hdppo.errors import HdppoError
 TIMING_KEYS = ("collect", "gradient_rounds", "gradient_compute", "apply", "publish", "experience", "train")
 
 
-@dataclass(frozen=True)
-class Call:
-    """One call to a worker in async mode: collect, one gradient (layer, epoch, minibatch), or a
-    layer's experience."""
-
-    method: str
-    layer: str | None = None
-    epoch: int = 0
-    minibatch: int = 0
-
-    @property
-    def args(self) -> tuple:
-        if self.method == "gradient":
-            return (self.layer, self.epoch, self.minibatch)
-        return (self.layer,) if self.layer is not None else ()
-
-
 class StageLoop:
-    """The DPPO loop of one stage: collect, update due layers, log, checkpoint."""
+    """The DPPO loop of one stage: collect, update due layers (each through its mode,
+    `hdppo.engine.modes`), log, checkpoint."""
 
     def __init__(self, run: RunState, stage: Stage, servers: dict[str, ParameterServer], backend: Backend,
                  sink: MetricsSink) -> None:
@@ -65,6 +49,8 @@ class StageLoop:
         self.since_commit: dict[str, int] = {n: 0 for n in self.order}     # updates since the last run commit
         self.last_commit = time.monotonic()
         self.timings: dict[str, float] = dict.fromkeys(TIMING_KEYS, 0.0)   # sync mode: where the seconds went
+        self.latest: dict[str, dict[int, CollectResult]] = {n: {} for n in self.order}   # async: per layer and worker
+        self.modes = {n: make_mode(self, n, self.tc.layers[n]) for n in self.order}
         for name in servers:
             self.publish(name)
 
@@ -131,52 +117,28 @@ class StageLoop:
             self.boundary()
 
     def update_sync(self, name: str, results: list[CollectResult]) -> None:
-        server, lc, pool = self.servers[name], self.tc.layers[name], self.pools[name]
+        server, pool = self.servers[name], self.pools[name]
         server.set_progress(self.layer_progress(name))
         self.observe_returns(name, [r for r in results if r.worker in pool])
-        update_rows = []
-        if lc.mode == "gradients":
-            for epoch in range(lc.epochs):
-                epoch_kls = []
-                for mb in range(lc.minibatches):
-                    grads: list[GradResult] = self.timed_call("gradient_rounds", pool, "gradient", name, epoch, mb)
-                    self.timings["gradient_compute"] += max((g.seconds for g in grads), default=0.0)
-                    t0 = time.perf_counter()
-                    out = server.apply(grads)
-                    self.timings["apply"] += time.perf_counter() - t0
-                    if out:
-                        update_rows.append(out)
-                        epoch_kls.append(out["approx_kl"])
-                        self.publish(name)
-                if kl_early_stop(epoch_kls, lc.target_kl):
-                    break
-            for row in update_rows:
-                row["epochs"] = float(epoch + 1)
-        else:
-            batches = self.timed_call("experience", pool, "experience", name)
-            t0 = time.perf_counter()
-            out = server.train(batches)
-            self.timings["train"] += time.perf_counter() - t0
-            if out:
-                update_rows.append(out)
-                self.publish(name)
+        update_rows = self.modes[name].update()
         self.log_update(name, update_rows, [r for r in results if r.worker in pool])
 
     # ---- async ---------------------------------------------------------------------------------
     def _run_async(self) -> None:
-        queue: dict[int, list[Call]] = {w: [] for w in range(self.backend.n_workers)}
-        pending: dict[str, list] = {n: [] for n in self.order}
+        """Each worker on its own: collect, then the calls its due layers' modes ask for, then collect
+        again; every answer goes to the mode of the layer it is for."""
+        queue: dict[int, list[Iterator[Call]]] = {w: [] for w in range(self.backend.n_workers)}
         calls: dict[int, Call] = {}
-        done_rows: dict[str, list] = {n: [] for n in self.order}
-        latest: dict[str, dict[int, CollectResult]] = {n: {} for n in self.order}   # per layer and worker
-        epoch_kls: dict[tuple[str, int], list[float]] = {}     # (layer, worker) -> approx KL this epoch
 
         def next_call(w: int) -> None:
-            if queue[w]:
-                call = queue[w].pop(0)
-            elif self.done:
-                return
-            else:
+            call = None
+            while queue[w] and call is None:       # an ended iterator is dropped (its mode may log as it ends)
+                call = next(queue[w][0], None)
+                if call is None:
+                    queue[w].pop(0)
+            if call is None:
+                if self.done:
+                    return
                 call = Call("collect")
             calls[w] = call
             self.backend.submit(w, call.method, *call.args)
@@ -186,49 +148,15 @@ class StageLoop:
         while calls:
             w, result = self.backend.wait_any()
             call = calls.pop(w)
-            if call.method == "collect":
+            if call.layer is None:
                 self.after_collect([result])
                 for name in self.order:
                     if name in result.due and w in self.pools[name]:
-                        latest[name][w] = result
+                        self.latest[name][w] = result
                         self.observe_returns(name, [result])
-                        lc = self.tc.layers[name]
-                        if lc.mode == "gradients":
-                            queue[w] += [Call("gradient", name, e, m) for e in range(lc.epochs)
-                                         for m in range(lc.minibatches)]
-                            epoch_kls[(name, w)] = []
-                        else:
-                            queue[w].append(Call("experience", name))
-            elif call.method == "gradient":
-                name = str(call.layer)
-                lc = self.tc.layers[name]
-                server = self.servers[name]
-                server.set_progress(self.layer_progress(name))
-                if server.apply_async(result):
-                    self.publish(name)
-                    done_rows[name].append(rows.update_stats(result.stats))
-                if "approx_kl" in result.stats:
-                    epoch_kls[(name, w)].append(result.stats["approx_kl"])
-                if call.minibatch == lc.minibatches - 1:             # the end of one of this worker's epochs
-                    kls, epoch_kls[(name, w)] = epoch_kls[(name, w)], []
-                    if kl_early_stop(kls, lc.target_kl):    # its own minibatches measured the drift: skip the rest
-                        queue[w] = [c for c in queue[w] if not (c.method == "gradient" and c.layer == name)]
-                    if not any(c.method == "gradient" and c.layer == name for c in queue[w]):
-                        for row in done_rows[name]:
-                            row["epochs"] = float(call.epoch + 1)
-                        self.log_update(name, done_rows[name], list(latest[name].values()))
-                        done_rows[name] = []
+                        queue[w].append(self.modes[name].calls(w))
             else:
-                name = str(call.layer)
-                pending[name].append(result)
-                if len(pending[name]) >= len(self.pools[name]):
-                    server = self.servers[name]
-                    server.set_progress(self.layer_progress(name))
-                    out = server.train(pending[name])
-                    pending[name] = []
-                    if out:
-                        self.publish(name)
-                        self.log_update(name, [out], list(latest[name].values()))
+                self.modes[call.layer].answer(w, result)
             next_call(w)
             if calls and not self.done:
                 self.boundary()

@@ -46,5 +46,6 @@ class GradResult:
     version: int
     n: int
     grad: np.ndarray | None
-    stats: dict
+    stats: dict                 # the minibatch's loss terms as floats (`PPOLossTerms.scalars`)
     seconds: float = 0.0        # the worker's own time on this call (pull, loss, backward, flatten)
+    raw_reward_mean: float = 0.0    # of the worker's batch, in env units (aggregate=return weighs by it)

@@ -6,7 +6,7 @@ plain reference loop in ``tests/test_ppo_math.py``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -19,6 +19,7 @@ __all__ = [
     "explained_variance",
     "linear_schedule",
     "kl_early_stop",
+    "EpochLoop",
 ]
 
 
@@ -110,27 +111,31 @@ def smdp_gae(
     return adv.astype(np.float32), returns.astype(np.float32)
 
 
-@dataclass(frozen=True)
-class PPOLossTerms:
-    """Result of :func:`ppo_loss`: ``loss`` keeps its graph, the other terms are detached."""
+class PPOLossTerms(dict[str, torch.Tensor]):
+    """Named terms of a minibatch loss, as TorchRL's losses return them: every ``loss_*`` entry keeps
+    its graph and is summed into :attr:`loss`; every other entry is a detached diagnostic. Entries
+    read as attributes too (``terms.v_loss``)."""
 
-    loss: torch.Tensor
-    pg_loss: torch.Tensor
-    v_loss: torch.Tensor
-    entropy: torch.Tensor
-    approx_kl: torch.Tensor
-    clipfrac: torch.Tensor
+    @property
+    def loss(self) -> torch.Tensor:
+        """The sum of the ``loss_*`` entries, in the order they were added (with their graph)."""
+        parts = [v for k, v in self.items() if k.startswith("loss_")]
+        total = parts[0]
+        for part in parts[1:]:
+            total = total + part
+        return total
+
+    def __getattr__(self, name: str) -> torch.Tensor:
+        if name.startswith("_") or name not in self:
+            raise AttributeError(name)
+        return self[name]
 
     def scalars(self) -> dict[str, float]:
-        """The terms as Python floats, for logging (one device sync per term)."""
-        return {
-            "loss": float(self.loss.detach()),
-            "pg_loss": float(self.pg_loss),
-            "v_loss": float(self.v_loss),
-            "entropy": float(self.entropy),
-            "approx_kl": float(self.approx_kl),
-            "clipfrac": float(self.clipfrac),
-        }
+        """``loss`` and every entry as Python floats, for logging (one device sync per term)."""
+        with torch.no_grad():
+            out = {"loss": float(self.loss)}
+        out.update((k, float(v.detach())) for k, v in self.items())
+        return out
 
 
 def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -160,14 +165,16 @@ def ppo_loss(
     vclip_eps: float | None = None,
     normalize_advantages: bool = True,
 ) -> PPOLossTerms:
-    """Clipped-surrogate PPO loss on one minibatch, with its named diagnostic terms.
+    """Clipped-surrogate PPO loss on one minibatch, as named terms (see :class:`PPOLossTerms`).
 
-    ``loss = pg_loss + vf_coef * v_loss - ent_coef * mean(entropy)``, where ``v_loss`` is
-    ``0.5 * (v - ret)^2`` averaged (or, with ``clip_vloss``, the elementwise max of the unclipped
-    and the ``vclip_eps``-clipped squared errors, as in PPO2; ``vclip_eps`` defaults to
-    ``clip_eps``). ``approx_kl`` is the mean of ``(ratio - 1) - log(ratio)``; ``clipfrac`` the
-    fraction of samples with ``|ratio - 1| > clip_eps``. All inputs share one shape (any shape;
-    means are taken over all elements).
+    ``loss = pg_loss + vf_coef * v_loss - ent_coef * mean(entropy)``, the sum of the terms
+    ``loss_pg``, ``loss_value`` and ``loss_entropy``; the diagnostics are ``pg_loss``, ``v_loss``,
+    ``entropy``, ``approx_kl`` and ``clipfrac``. Here ``v_loss`` is ``0.5 * (v - ret)^2`` averaged
+    (or, with ``clip_vloss``, the elementwise max of the unclipped and the ``vclip_eps``-clipped
+    squared errors, as in PPO2; ``vclip_eps`` defaults to ``clip_eps``). ``approx_kl`` is the mean
+    of ``(ratio - 1) - log(ratio)``; ``clipfrac`` the fraction of samples with
+    ``|ratio - 1| > clip_eps``. All inputs share one shape (any shape; means are taken over all
+    elements).
     """
     adv = advantages.detach()
     if normalize_advantages:
@@ -188,13 +195,14 @@ def ppo_loss(
     v_loss = 0.5 * v_err.mean()
 
     ent = entropy.mean()
-    loss = pg_loss + vf_coef * v_loss - ent_coef * ent
-
     with torch.no_grad():
         approx_kl = ((ratio - 1.0) - logratio).mean()
         clipfrac = ((ratio - 1.0).abs() > clip_eps).to(ratio.dtype).mean()
+    # loss_pg + loss_value + loss_entropy is pg_loss + vf_coef * v_loss - ent_coef * ent, bit for bit
     return PPOLossTerms(
-        loss=loss,
+        loss_pg=pg_loss,
+        loss_value=vf_coef * v_loss,
+        loss_entropy=-ent_coef * ent,
         pg_loss=pg_loss.detach(),
         v_loss=v_loss.detach(),
         entropy=ent.detach(),
@@ -214,6 +222,29 @@ def kl_early_stop(epoch_kls: list[float], target_kl: float) -> bool:
     if target_kl <= 0 or not epoch_kls:
         return False
     return float(np.mean(epoch_kls)) > target_kl
+
+
+class EpochLoop:
+    """The (epoch, minibatch) steps of PPO on one batch: ``epochs`` passes of ``minibatches`` steps,
+    ending after an epoch whose measured approx KLs pass ``target_kl`` (:func:`kl_early_stop`).
+    Report each step's KL with :meth:`measured`; ``epochs_run`` counts the epochs begun."""
+
+    def __init__(self, epochs: int, minibatches: int, target_kl: float) -> None:
+        self.epochs, self.minibatches, self.target_kl = epochs, minibatches, target_kl
+        self.epochs_run = 0
+        self._kls: list[float] = []
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        for epoch in range(self.epochs):
+            self.epochs_run, self._kls = epoch + 1, []
+            for mb in range(self.minibatches):
+                yield epoch, mb
+            if kl_early_stop(self._kls, self.target_kl):
+                return
+
+    def measured(self, kl: float) -> None:
+        """The approx KL of the current minibatch, measured before its step."""
+        self._kls.append(kl)
 
 
 def explained_variance(y_pred: np.ndarray | torch.Tensor, y_true: np.ndarray | torch.Tensor) -> float:

@@ -2,15 +2,10 @@
 worker results): `run` rows, one row per layer update, one per worker of a layer."""
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from hdppo.engine.diagnostics import action_divergence, state_divergence
 from hdppo.engine.messages import CollectResult
-
-UPDATE_KEYS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
-LAYER_MEANS = (*UPDATE_KEYS, "grad_norm", "grad_cosine_mean", "grad_cosine_min", "lr", "epochs")
 
 
 def episode_mean(episodes: list[dict], key: str) -> float | None:
@@ -37,21 +32,15 @@ def run_row(env_steps: int, sps: float, cpu_percent: float, episodes: list[dict]
     return row
 
 
-def update_stats(stats: dict[str, Any]) -> dict[str, float]:
-    """The loss statistics of one applied gradient (async mode), as a server's update returns them."""
-    return {k: stats[k] for k in UPDATE_KEYS if k in stats}
-
-
 def layer_row(version: int, updates: int, dropped: int, staleness: dict[int, int], updates_rows: list[dict],
               results: list[CollectResult], layer: str, episodes: list[dict],
               goal_success: float | None) -> dict[str, float]:
-    """One layer's row after an update: server counters, mean update statistics, staleness, the value
-    fit and divergence over each worker's latest batch, the layer's return and goal success."""
+    """One layer's row after an update: server counters, the mean of every number the updates report
+    (the loss terms by their names, grad_norm, lr, epochs, ...), staleness, the value fit and
+    divergence over each worker's latest batch, the layer's return and goal success."""
     values: dict[str, float] = {"version": version, "updates": updates, "dropped_gradients": dropped}
-    for key in LAYER_MEANS:
-        vals = [r[key] for r in updates_rows if key in r]
-        if vals:
-            values[key] = float(np.mean(vals))
+    for key in dict.fromkeys(k for r in updates_rows for k, v in r.items() if isinstance(v, (int, float))):
+        values[key] = float(np.mean([r[key] for r in updates_rows if key in r]))
     if staleness:
         total = sum(staleness.values())
         values["staleness_mean"] = sum(k * v for k, v in staleness.items()) / total

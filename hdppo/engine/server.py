@@ -26,7 +26,7 @@ from hdppo.engine.learner import (
 )
 from hdppo.engine.messages import GradResult, LayerInfo
 from hdppo.engine.normalize import RunningMeanStd
-from hdppo.engine.ppo import kl_early_stop, linear_schedule
+from hdppo.engine.ppo import EpochLoop, linear_schedule
 
 if TYPE_CHECKING:
     from hdppo.policies.mlp import ActorCritic
@@ -126,7 +126,7 @@ class ParameterServer:
         for g in live:
             self._count_staleness(self.version - g.version)
         w = aggregation_weights(self.lc.aggregate, np.array([g.n for g in live]),
-                                np.array([g.stats.get("raw_reward_mean", 0.0) for g in live]))
+                                np.array([g.raw_reward_mean for g in live]))
         agg = np.zeros_like(live[0].grad, dtype=np.float64)
         for wi, g in zip(w, live):
             agg += wi * g.grad
@@ -136,7 +136,7 @@ class ParameterServer:
         out["grad_cosine_mean"] = float(np.nanmean(cos)) if len(cos) else float("nan")
         out["grad_cosine_min"] = float(np.nanmin(cos)) if len(cos) else float("nan")
         out["per_worker_cosine"] = {g.worker: c for g, c in zip(live, cos)}
-        for key in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac"):
+        for key in live[0].stats:                   # the loss terms, weighted like the gradients
             out[key] = float(np.average([g.stats[key] for g in live], weights=w))
         return out
 
@@ -180,29 +180,27 @@ class ParameterServer:
         data = Batch.concat(fresh)
         terms_log: dict[str, list[float]] = {}
         ent = self.ent_coef
-        epochs = 0
-        for _ in range(self.lc.epochs):
-            epochs += 1
-            epoch_kls = []
-            for idx in minibatches(len(data), self.lc.minibatches, self._rng):
-                if len(idx) == 0:
-                    continue
-                terms = minibatch_loss(self.policy, _to_device(data.take(idx), self.device), self.lc, ent)
-                self.optimizer.zero_grad(set_to_none=True)
-                terms.loss.backward()
-                norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.lc.max_grad_norm)
-                self.optimizer.step()
-                for k, v in terms.scalars().items():
-                    terms_log.setdefault(k, []).append(v)
-                terms_log.setdefault("grad_norm", []).append(float(norm))
-                epoch_kls.append(terms_log["approx_kl"][-1])
-            if kl_early_stop(epoch_kls, self.lc.target_kl):
-                break
+        epochs = EpochLoop(self.lc.epochs, self.lc.minibatches, self.lc.target_kl)
+        for _, mb in epochs:
+            if mb == 0:                                 # each epoch shuffles the batch anew
+                split = minibatches(len(data), self.lc.minibatches, self._rng)
+            idx = split[mb]
+            if len(idx) == 0:
+                continue
+            terms = minibatch_loss(self.policy, _to_device(data.take(idx), self.device), self.lc, ent)
+            self.optimizer.zero_grad(set_to_none=True)
+            terms.loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.lc.max_grad_norm)
+            self.optimizer.step()
+            for k, v in terms.scalars().items():
+                terms_log.setdefault(k, []).append(v)
+            terms_log.setdefault("grad_norm", []).append(float(norm))
+            epochs.measured(terms_log["approx_kl"][-1])
         self.version += 1
         self.stats.updates += 1
         out = {k: float(np.mean(v)) for k, v in terms_log.items()}
         out["lr"] = self.optimizer.param_groups[0]["lr"]
-        out["epochs"] = float(epochs)
+        out["epochs"] = float(epochs.epochs_run)
         return out
 
     # ---- checkpoints -------------------------------------------------------------------------

@@ -254,10 +254,9 @@ class Worker:
         rt.net.zero_grad(set_to_none=True)
         terms = minibatch_loss(rt.net, b.take(idx), rt.lc, rt.ent_coef)
         terms.loss.backward()
-        stats = terms.scalars()
-        stats["raw_reward_mean"] = b.stats["raw_reward_mean"]
         grad = flat_grad(rt.net)
-        return GradResult(layer, self.id, rt.version, len(idx), grad, stats, time.perf_counter() - t0)
+        return GradResult(layer, self.id, rt.version, len(idx), grad, terms.scalars(), time.perf_counter() - t0,
+                          b.stats["raw_reward_mean"])
 
     def experience(self, layer: str) -> tuple[int, Batch]:
         """This worker's batch of a layer and the parameter version that collected it."""
