@@ -18,7 +18,7 @@ from hdppo.engine.ppo import EpochLoop
 from hdppo.errors import ConfigError
 
 if TYPE_CHECKING:
-    from hdppo.engine.config import LayerConfig
+    from hdppo.engine.config import LayerConfig, TrainConfig
     from hdppo.engine.server import ParameterServer
 
 
@@ -160,9 +160,15 @@ MODES: dict[str, type[Mode]] = {"gradients": GradientsMode, "experience": Experi
 
 
 def check_mode(mode: str) -> None:
-    """Refuse a mode `MODES` does not name (the config's check and the stage loop's)."""
+    """Refuse a mode `MODES` does not name (RunSpec's check, the Trainer's and the stage loop's)."""
     if mode not in MODES:
         raise ConfigError(f"value {mode!r} for 'mode' is not one of {list(MODES)}", f"use one of {', '.join(MODES)}")
+
+
+def check_modes(tc: TrainConfig) -> None:
+    """check_mode for every layer of a run's config."""
+    for lc in tc.layers.values():
+        check_mode(lc.mode)
 
 
 def make_mode(driver: Driver, name: str, lc: LayerConfig) -> Mode:

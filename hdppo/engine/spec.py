@@ -16,6 +16,7 @@ from typing import Any
 
 from hdppo.engine.config import TrainConfig, resolve_overrides
 from hdppo.engine.messages import LayerInfo
+from hdppo.engine.modes import check_modes
 from hdppo.errors import ConfigError
 from hdppo.team.hierarchy import HierarchyEnv
 from hdppo.team.scenario import Scenario, load_scenario, resolve_scenario_name
@@ -59,6 +60,7 @@ class RunSpec:
         cfg = loaded.make_config(own)
         names = [layer.name for layer in loaded.build_layers(cfg)]
         tc, scenario_overrides = resolve_overrides(overrides, names, scenario_keys)
+        check_modes(tc)
         trained = _layer_list(layers, names, loaded.name)
         folder = Path(out) if out is not None else Path("runs") / f"{loaded.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         return cls(resolve_scenario_name(scenario), scenario_overrides, tc, trained, dict(frozen or {}), folder,
@@ -78,6 +80,7 @@ class RunSpec:
         if progress is not None:
             tc.progress = progress
         check_train_config(tc)
+        check_modes(tc)
         return cls(resolve_scenario(run, config), config["scenario_overrides"], tc, config["layers"],
                    config["frozen"], Path(run))
 

@@ -23,6 +23,7 @@ from hdppo.engine.config import TrainConfig, check_train_config, train_config_to
 from hdppo.engine.loop import StageLoop
 from hdppo.engine.messages import WorkerSpec
 from hdppo.engine.metrics import MetricsSink
+from hdppo.engine.modes import check_modes
 from hdppo.engine.resume import choose_commit, metrics_rows, truncate_metrics
 from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.server import ParameterServer
@@ -74,6 +75,7 @@ class Trainer:
         for layer in self.names:
             self.tc.layer(layer)
         check_train_config(self.tc)                 # also for configs built in Python, not through overrides
+        check_modes(self.tc)
         self._check_sync_modes()
         self._check_frozen()
         self.stages = plan_stages(self.names, spec.layers, self.tc)

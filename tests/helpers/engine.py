@@ -4,9 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from hdppo.engine import learner
 from hdppo.engine.checkpoint import load_checkpoint
 from hdppo.engine.config import resolve_overrides
+from hdppo.engine.modes import Call, Mode
 from hdppo.engine.server import ParameterServer
 from hdppo.engine.spec import RunSpec, layer_infos
 from hdppo.engine.trainer import Trainer
@@ -34,3 +37,35 @@ def grid_server(lc_overrides: dict | None = None) -> ParameterServer:
     info = layer_infos(sc, sc.make_config(), 0)[2]
     tc, _ = resolve_overrides(lc_overrides or {}, GRID_LAYERS, set())
     return ParameterServer(info, tc.layers["low"], seed=0)
+
+
+def with_kl_penalty(monkeypatch: pytest.MonkeyPatch, beta: float) -> None:
+    """A KL penalty term, `loss_kl = beta * KL(old || new)` with its gradient, added to every
+    minibatch loss (workers' and servers', which both call learner.minibatch_loss)."""
+    real = learner.ppo_loss
+
+    def with_kl(new_logp, old_logp, *args, **kw):
+        terms = real(new_logp, old_logp, *args, **kw)
+        logratio = new_logp - old_logp
+        terms["loss_kl"] = beta * ((logratio.exp() - 1.0) - logratio).mean()
+        return terms
+    monkeypatch.setattr(learner, "ppo_loss", with_kl)
+
+
+class OneStepMode(Mode):
+    """A toy mode: one gradient per batch (the first minibatch of the first epoch)."""
+
+    def update(self) -> list[dict]:
+        out = self.server.apply(self.driver.timed_call("gradient_rounds", self.pool, "gradient", self.name, 0, 0))
+        if not out:
+            return []
+        self.driver.publish(self.name)
+        return [out]
+
+    def calls(self, worker):
+        yield Call("gradient", (self.name, 0, 0), self.name)
+
+    def answer(self, worker, result):
+        if self.server.apply_async(result):
+            self.driver.publish(self.name)
+            self.log_latest([dict(result.stats)])

@@ -7,19 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from hdppo.engine import learner, rows
-from hdppo.engine.checkpoint import load_checkpoint
-from hdppo.engine.config import LayerConfig, resolve_overrides
+from hdppo.engine import rows
+from hdppo.engine.config import LayerConfig
 from hdppo.engine.messages import GradResult
-from hdppo.engine.metrics import read_csv
-from hdppo.engine.modes import MODES, Call, ExperienceMode, GradientsMode, Mode, make_mode
+from hdppo.engine.modes import MODES, ExperienceMode, GradientsMode, make_mode
 from hdppo.engine.ppo import EpochLoop, ppo_loss
+from hdppo.engine.spec import RunSpec
 from hdppo.errors import ConfigError
-
-from engine_helpers import grid_server, params_of, train
-
-COMMON = dict(steps=768, workers=2, envs_per_worker=2, seed=5, progress="false", rollout=32, log_every=0,
-              epochs=3, minibatches=2, lr="3e-3")
+from tests.helpers.engine import OneStepMode, grid_server
 
 
 # ---- loss terms ----------------------------------------------------------------------------------
@@ -75,55 +70,7 @@ def test_layer_rows_average_every_number_the_updates_report():
     assert row["loss_x"] == 2.0 and row["grad_norm"] == 0.5 and "per_worker_cosine" not in row
 
 
-def _with_kl_penalty(monkeypatch: pytest.MonkeyPatch, beta: float) -> None:
-    """A KL penalty term, `loss_kl = beta * KL(old || new)` with its gradient, added to every
-    minibatch loss (workers' and servers', which both call learner.minibatch_loss)."""
-    real = learner.ppo_loss
-
-    def with_kl(new_logp, old_logp, *args, **kw):
-        terms = real(new_logp, old_logp, *args, **kw)
-        logratio = new_logp - old_logp
-        terms["loss_kl"] = beta * ((logratio.exp() - 1.0) - logratio).mean()
-        return terms
-    monkeypatch.setattr(learner, "ppo_loss", with_kl)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("mode, sync", [("gradients", "sync"), ("gradients", "async"), ("experience", "sync")])
-def test_a_kl_penalty_term_changes_training_and_shows_in_the_layer_rows(tmp_path, monkeypatch, mode, sync):
-    plain = train(tmp_path / "plain", ["low"], backend="inline", mode=mode, sync=sync, **COMMON)
-    _with_kl_penalty(monkeypatch, beta=50.0)
-    kl = train(tmp_path / "kl", ["low"], backend="inline", mode=mode, sync=sync, **COMMON)
-    got = read_csv(kl.out, "low")
-    assert got and all(r["loss_kl"] >= 0 for r in got) and any(r["loss_kl"] > 0 for r in got)
-    for r in got:                       # the logged total is the sum of the logged loss_* terms
-        parts = r["loss_pg"] + r["loss_value"] + r["loss_entropy"] + r["loss_kl"]
-        assert r["loss"] == pytest.approx(parts, rel=1e-4, abs=1e-6)
-    assert "loss_kl" not in read_csv(plain.out, "low")[0]
-    a, b = params_of(plain.out, "low"), params_of(kl.out, "low")
-    assert any(not np.array_equal(a[k], b[k]) for k in a)
-
-
 # ---- modes ---------------------------------------------------------------------------------------
-class OneStepMode(Mode):
-    """A toy mode: one gradient per batch (the first minibatch of the first epoch)."""
-
-    def update(self) -> list[dict]:
-        out = self.server.apply(self.driver.timed_call("gradient_rounds", self.pool, "gradient", self.name, 0, 0))
-        if not out:
-            return []
-        self.driver.publish(self.name)
-        return [out]
-
-    def calls(self, worker):
-        yield Call("gradient", (self.name, 0, 0), self.name)
-
-    def answer(self, worker, result):
-        if self.server.apply_async(result):
-            self.driver.publish(self.name)
-            self.log_latest([dict(result.stats)])
-
-
 def test_the_registry_names_the_built_in_modes():
     assert MODES == {"gradients": GradientsMode, "experience": ExperienceMode}
     assert LayerConfig().mode in MODES
@@ -131,28 +78,14 @@ def test_the_registry_names_the_built_in_modes():
 
 def test_an_unknown_mode_is_refused_with_the_options(monkeypatch):
     with pytest.raises(ConfigError) as info:
-        resolve_overrides({"mode": "one_step"}, ["low"], set())
+        RunSpec.from_overrides("grid", {"mode": "one_step"}, layers="low")
     assert "'one_step'" in info.value.problem and "'mode'" in info.value.problem
     assert "gradients" in info.value.fix and "experience" in info.value.fix
     with pytest.raises(ConfigError, match="one_step"):          # a config built in Python, at the stage loop
         make_mode(None, "low", LayerConfig(mode="one_step"))     # type: ignore[arg-type]
     monkeypatch.setitem(MODES, "one_step", OneStepMode)
-    tc, _ = resolve_overrides({"mode": "one_step"}, ["low"], set())
-    assert tc.layers["low"].mode == "one_step"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("sync", ["sync", "async"])
-def test_a_registered_mode_trains_through_the_stage_loop(tmp_path, monkeypatch, sync):
-    monkeypatch.setitem(MODES, "one_step", OneStepMode)
-    t = train(tmp_path / "run", ["low"], backend="inline", mode="one_step", sync=sync, max_staleness="100",
-              **COMMON)
-    logged = read_csv(t.out, "low")
-    meta = load_checkpoint(t.out / "checkpoints" / "low")[1]
-    # one step per batch (sync: per round of the pool's batches; async: per worker's batch), one row each
-    batches = meta["env_steps"] // (32 * 2 * (2 if sync == "sync" else 1))
-    assert meta["updates"] == len(logged) == batches and meta["dropped"] == 0
-    assert all("epochs" not in r and "loss_pg" in r for r in logged)
+    spec = RunSpec.from_overrides("grid", {"mode": "one_step"}, layers="low")
+    assert spec.train.layers["low"].mode == "one_step"
 
 
 # ---- the epoch loop ------------------------------------------------------------------------------
