@@ -37,10 +37,12 @@ def make_layers(cfg) -> list[Layer]:
     grounded = spaces.Box(-np.inf, np.inf, (4,), np.float32)
 
     def ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        assert ctx.features is not None                 # every hook but `observe` sees the features
         to_pkg, pkg_goal, _ = _package(ctx.features, goals)
         return np.concatenate([to_pkg, pkg_goal], axis=-1).astype(np.float32)
 
     def delivered(ctx: LayerContext) -> np.ndarray:
+        assert ctx.features is not None
         return _package(ctx.features, ctx.goals)[2] > 0.5
 
     def touching(ctx: LayerContext) -> np.ndarray:
