@@ -33,7 +33,7 @@ def _package(features: np.ndarray, goals: np.ndarray) -> tuple[np.ndarray, np.nd
 def make_layers(cfg) -> list[Layer]:
     if cfg.layers == 1:
         return [Layer("low")]
-    goal = spaces.Discrete(cfg.n_packages)
+    goal: spaces.Discrete = spaces.Discrete(cfg.n_packages)
     grounded = spaces.Box(-np.inf, np.inf, (4,), np.float32)
 
     def ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:

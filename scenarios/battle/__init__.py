@@ -234,7 +234,7 @@ def make_layers(cfg: BattleConfig) -> list[Layer]:
         out = fight(flat[:, :VIEW_DIM], flat[:, -3:-1] * s, flat[:, -1] > 0.5)
         return out.reshape(E, S).astype(np.int64)
 
-    goal = gym.spaces.Discrete(n_goals)
+    goal: gym.spaces.Discrete = gym.spaces.Discrete(n_goals)
     low = Layer("low", interval=1, intrinsic=low_intrinsic, w_int=0.1, scripted=scripted_low)
 
     def over_units(name: str, interval: int) -> Layer:
