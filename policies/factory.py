@@ -6,7 +6,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gymnasium import spaces
-from torch import nn
 
 from .mlp import ActorCritic
 
@@ -32,7 +31,9 @@ class PolicySpec:
     value_norm: bool = False
 
 
-PolicyBuilder = Callable[[int, spaces.Space, PolicySpec, "int | None"], nn.Module]
+# what the engine trains, checkpoints and exports is an ActorCritic (its act / evaluate / value, heads
+# and bodies): another kind of network subclasses it
+PolicyBuilder = Callable[[int, spaces.Space, PolicySpec, "int | None"], ActorCritic]
 
 
 def _build_mlp(
@@ -55,7 +56,7 @@ POLICIES: dict[str, PolicyBuilder] = {"mlp": _build_mlp}
 
 
 def register_policy(name: str, builder: PolicyBuilder) -> None:
-    """Make ``builder(obs_dim, action_space, spec, critic_obs_dim)`` selectable as ``kind=name``."""
+    """Make ``builder(obs_dim, action_space, spec, critic_obs_dim) -> ActorCritic`` selectable as ``kind=name``."""
     POLICIES[name] = builder
 
 
@@ -64,7 +65,7 @@ def make_policy(
     action_space: spaces.Space,
     spec: PolicySpec | None = None,
     critic_obs_dim: int | None = None,
-) -> nn.Module:
+) -> ActorCritic:
     """Build the policy ``spec.kind`` for one layer.
 
     The critic is centralized iff ``spec.centralized``; its width is ``critic_obs_dim`` if given,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -30,6 +31,14 @@ __all__ = [
 ]
 
 Mask = torch.Tensor | np.ndarray | None
+
+
+def _total(terms: Iterable[torch.Tensor]) -> torch.Tensor:
+    """The sum of per-sub-action terms, as Python's sum adds them (0 + t0 + t1 + ...)."""
+    total = sum(terms)
+    if not isinstance(total, torch.Tensor):
+        raise ValueError("a MultiCategorical needs at least one sub-action")
+    return total
 
 
 def _prepare_mask(mask: Mask, like: torch.Tensor) -> torch.Tensor | None:
@@ -78,17 +87,18 @@ class MultiCategorical:
 
     def __init__(self, logits: torch.Tensor, nvec: tuple[int, ...], mask: Mask = None) -> None:
         self.nvec = tuple(int(n) for n in nvec)
+        masks: Sequence[torch.Tensor | None]
         if mask is not None:
             mask = torch.as_tensor(mask, device=logits.device).to(torch.bool)
             if mask.shape != logits.shape:
                 raise ValueError(
                     f"action mask has shape {tuple(mask.shape)}, expected {tuple(logits.shape)}"
                 )
-            masks = torch.split(mask, self.nvec, dim=-1)
+            masks = torch.split(mask, list(self.nvec), dim=-1)
         else:
             masks = (None,) * len(self.nvec)
         self.dists = [
-            MaskedCategorical(lg, m) for lg, m in zip(torch.split(logits, self.nvec, dim=-1), masks)
+            MaskedCategorical(lg, m) for lg, m in zip(torch.split(logits, list(self.nvec), dim=-1), masks)
         ]
 
     def sample(self) -> torch.Tensor:
@@ -101,11 +111,11 @@ class MultiCategorical:
 
     def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
         """Joint log-probability ``[B]`` (sum over sub-actions)."""
-        return sum(d.log_prob(actions[..., i]) for i, d in enumerate(self.dists))
+        return _total(d.log_prob(actions[..., i]) for i, d in enumerate(self.dists))
 
     def entropy(self) -> torch.Tensor:
         """Joint entropy ``[B]`` (sum over sub-actions)."""
-        return sum(d.entropy() for d in self.dists)
+        return _total(d.entropy() for d in self.dists)
 
 
 class DiagGaussian:

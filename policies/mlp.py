@@ -83,7 +83,7 @@ class ActorCritic(nn.Module):
         if self.n_roles > 0:
             self.actor_roles = nn.Embedding(self.n_roles, self.role_dim)
             self.critic_roles = nn.Embedding(self.n_roles, self.role_dim)
-        critic_in = self.critic_obs_dim if self.centralized else self.obs_dim
+        critic_in = self.critic_obs_dim if self.critic_obs_dim is not None else self.obs_dim
         self.actor_body, actor_out = _mlp(self.obs_dim + self.role_dim, tuple(hidden), activation)
         self.critic_body, critic_out = _mlp(critic_in + self.role_dim, tuple(hidden), activation)
         self.head: ActionHead = make_head(actor_out, action_space, log_std_init=log_std_init)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -28,6 +28,9 @@ import numpy as np
 from hdppo import AgentGraph, EnvStep, Layer, LayerContext, NumpyBatch, Scenario, ScenarioConfig
 from hdppo.errors import ScenarioError
 from hdppo.sims import BatchParallelEnv, copy_rngs
+
+if TYPE_CHECKING:
+    from hdppo.sims import Overlay, Scene
 
 DX = np.array([0, 0, 0, -1, 1], dtype=np.int64)
 DY = np.array([0, -1, 1, 0, 0], dtype=np.int64)
@@ -163,12 +166,12 @@ class GridBatch(NumpyBatch):
         rewards = np.where(live, claims.astype(np.float32) - np.float32(cfg.step_penalty), 0.0).astype(np.float32)
         hit = live & ((self.x[:, :, None] == self.hx[:, None, :]) & (self.y[:, :, None] == self.hy[:, None, :])).any(2)
         self.t += live.any(axis=1)
-        terminated = hit | (live & self.claimed.all(axis=1)[:, None])
+        terminated = hit | (live & np.asarray(self.claimed.all(axis=1))[:, None])
         still = live & ~terminated
         truncated = still & (self.t >= cfg.max_steps)[:, None]
         self.alive = still & ~truncated
         self.obs = np.where(live[:, :, None], self._observe(), self.obs)
-        return EnvStep(rewards, terminated, truncated, ~self.alive.any(axis=1))
+        return EnvStep(rewards, terminated, truncated, np.asarray(~self.alive.any(axis=1)))
 
     def state(self) -> np.ndarray:
         cfg = self.cfg
@@ -190,20 +193,21 @@ class GridParallelEnv(BatchParallelEnv):
     """One grid copy behind PettingZoo's parallel dict API (GridBatch with E=1)."""
 
     metadata = {"name": "grid_v0", "render_modes": ["rgb_array"]}
+    batch: GridBatch
 
     def __init__(self, cfg: GridConfig | None = None, render_mode: str | None = None) -> None:
         self.cfg = cfg if cfg is not None else GridConfig()
         super().__init__(GridBatch(self.cfg, 1, None))
         self.render_mode = render_mode
-        self.overlay = None            # an hdppo.runtime.render.Overlay drawn over the scene, if set
+        self.overlay: Overlay | None = None    # the team drawn over the scene (hdppo render sets it)
 
-    def render(self):
+    def render(self) -> np.ndarray | None:
         """An RGB frame [H, W, 3] of the grid (render_mode="rgb_array")."""
         from hdppo.sims import render_frame
         return render_frame(self, scene(self), self.overlay)
 
 
-def scene(env: GridParallelEnv):
+def scene(env: GridParallelEnv) -> Scene:
     """Units and targets (orange unclaimed, grey claimed) of the env's copy; hazards as walls."""
     from hdppo.sims import Scene
     b, n = env.batch, float(env.cfg.size)
@@ -236,13 +240,20 @@ def _ground(unit_feats: np.ndarray, goals: np.ndarray, n_targets: int) -> np.nda
 
 def unit_goal_features(n_targets: int) -> Callable[[np.ndarray, LayerContext], np.ndarray]:
     """Goal grounding for units: ctx.features are the units' observations."""
-    return lambda goals, ctx: _ground(ctx.features, goals, n_targets)
+    def ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        assert ctx.features is not None                 # every hook but `observe` sees the features
+        return _ground(ctx.features, goals, n_targets)
+    return ground
 
 
 def squad_goal_features(n_targets: int) -> Callable[[np.ndarray, LayerContext], np.ndarray]:
     """Goal grounding for squads: the mean part of their default features is the centroid's view."""
     d = 3 + 3 * n_targets
-    return lambda goals, ctx: _ground(ctx.features[..., :d], goals, n_targets)
+
+    def ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        assert ctx.features is not None
+        return _ground(ctx.features[..., :d], goals, n_targets)
+    return ground
 
 
 def unit_goal_success(ctx: LayerContext) -> np.ndarray:
@@ -285,13 +296,16 @@ def layers(cfg: GridConfig) -> list[Layer]:
     if cfg.layers == 1:
         return [Layer("low", interval=1)]
     low = Layer("low", interval=1, intrinsic=low_intrinsic, w_int=0.1, scripted=greedy_low)
-    over_units = dict(goal_space=gym.spaces.Discrete(T), choice="per_child", goal_features=unit_goal_features(T),
-                      goal_features_space=GOAL_BOX, goal_success=unit_goal_success)
+
+    def over_units(name: str, interval: int) -> Layer:
+        """The layer above the units: a target per unit."""
+        return Layer(name, interval=interval, goal_space=gym.spaces.Discrete(T), choice="per_child",
+                     goal_features=unit_goal_features(T), goal_features_space=GOAL_BOX, goal_success=unit_goal_success)
     if cfg.layers == 2:
-        return [Layer("high", interval=8, **over_units), low]
+        return [over_units("high", 8), low]
     high = Layer("high", interval=8, goal_space=gym.spaces.Discrete(T), choice="per_child",
                  goal_features=squad_goal_features(T), goal_features_space=GOAL_BOX, goal_success=squad_goal_success)
-    return [high, Layer("mid", interval=4, **over_units), low]
+    return [high, over_units("mid", 4), low]
 
 
 def graph(cfg: GridConfig, agents: Sequence[str]) -> AgentGraph:

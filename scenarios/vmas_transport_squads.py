@@ -33,14 +33,16 @@ def _package(features: np.ndarray, goals: np.ndarray) -> tuple[np.ndarray, np.nd
 def make_layers(cfg) -> list[Layer]:
     if cfg.layers == 1:
         return [Layer("low")]
-    goal = spaces.Discrete(cfg.n_packages)
+    goal: spaces.Discrete = spaces.Discrete(cfg.n_packages)
     grounded = spaces.Box(-np.inf, np.inf, (4,), np.float32)
 
     def ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        assert ctx.features is not None                 # every hook but `observe` sees the features
         to_pkg, pkg_goal, _ = _package(ctx.features, goals)
         return np.concatenate([to_pkg, pkg_goal], axis=-1).astype(np.float32)
 
     def delivered(ctx: LayerContext) -> np.ndarray:
+        assert ctx.features is not None
         return _package(ctx.features, ctx.goals)[2] > 0.5
 
     def touching(ctx: LayerContext) -> np.ndarray:

@@ -32,7 +32,7 @@ def policy_spec(info: LayerInfo, lc: LayerConfig) -> PolicySpec:
                       value_norm=lc.value_norm)
 
 
-def build_policy(info: LayerInfo, lc: LayerConfig, seed: int) -> nn.Module:
+def build_policy(info: LayerInfo, lc: LayerConfig, seed: int) -> ActorCritic:
     """A layer's actor-critic, initialised from `seed` (servers and workers build the same one)."""
     spec = policy_spec(info, lc)
     with torch.random.fork_rng(devices=[]):
@@ -57,7 +57,7 @@ def policy_config(meta: dict) -> LayerConfig:
                        roles=p["n_roles"] > 0, centralized=p["centralized"], value_norm=p.get("value_norm", False))
 
 
-def load_policy(info: LayerInfo, path: str) -> tuple[nn.Module, LayerConfig, dict]:
+def load_policy(info: LayerInfo, path: str) -> tuple[ActorCritic, LayerConfig, dict]:
     """A layer's checkpointed policy (eval mode), its LayerConfig and the checkpoint's meta; refused
     if the checkpoint was built for another observation size or action space."""
     from hdppo.engine.checkpoint import check_compatible, load_checkpoint, load_module_state

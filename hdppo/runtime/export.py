@@ -24,13 +24,21 @@ VERSION = 1
 OPSET = 18
 
 
+def _head_output(policy: ActorCritic) -> nn.Module:
+    """The action head's last layer: a Box head's `mean`, a Discrete or MultiDiscrete head's `linear`."""
+    out = policy.head.mean if hasattr(policy.head, "mean") else policy.head.linear
+    if not isinstance(out, nn.Module):
+        raise TypeError(f"the action head's output layer is a {type(out).__name__}, not a module")
+    return out
+
+
 class ExportActor(nn.Module):
     """A layer's actor alone: obs [B, D] -> logits [B, A] (Discrete, MultiDiscrete) or mean [B, d] (Box)."""
 
     def __init__(self, policy: ActorCritic) -> None:
         super().__init__()
         self.body = policy.actor_body
-        self.out = policy.head.mean if hasattr(policy.head, "mean") else policy.head.linear
+        self.out = _head_output(policy)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.out(self.body(obs))
@@ -43,7 +51,7 @@ class RoleActor(nn.Module):
         super().__init__()
         self.roles = policy.actor_roles
         self.body = policy.actor_body
-        self.out = policy.head.mean if hasattr(policy.head, "mean") else policy.head.linear
+        self.out = _head_output(policy)
 
     def forward(self, obs: torch.Tensor, role: torch.Tensor) -> torch.Tensor:
         return self.out(self.body(torch.cat([obs, self.roles(role)], dim=-1)))

@@ -24,7 +24,7 @@ class BatchParallelEnv(ParallelEnv):
         if batch.n_envs != 1:
             raise ValueError(f"a BatchParallelEnv views one copy; the batch has n_envs={batch.n_envs}")
         self.batch = batch
-        self.render_mode = None
+        self.render_mode: str | None = None
         self.mask_in_infos = mask_in_infos and batch.action_mask is not None
         self.possible_agents = list(batch.units)
         self.agents: list[str] = []

@@ -14,8 +14,9 @@ inactive. Episode metrics: win, draw, survivors, kills (BattleBatch.episode_info
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -24,7 +25,22 @@ from hdppo import AgentGraph, Layer, LayerContext, Opponents, Scenario, Scenario
 from hdppo.errors import ScenarioError
 from hdppo.sims import PettingZooBatch
 
-from .sim import OBS_DIM, VIEW_DIM, BattleBatch, X, Y, fight, make_parallel_env, random_controller, scripted_controller
+from .sim import (
+    OBS_DIM,
+    VIEW_DIM,
+    BattleBatch,
+    Controller,
+    X,
+    Y,
+    fight,
+    make_parallel_env,
+    random_controller,
+    scripted_controller,
+)
+
+if TYPE_CHECKING:
+    from hdppo import BatchedEnv
+    from hdppo.sims import Scene
 
 F0 = VIEW_DIM                       # unit features start here; squad features are their pooled means
 N_POOL = OBS_DIM - VIEW_DIM         # 10 pooled unit features
@@ -70,21 +86,21 @@ def check_config(cfg: BattleConfig) -> None:
             "use step_reward, dead_penalty, attack_penalty or attack_opponent_reward")
 
 
-def _controller(cfg: BattleConfig):
+def _controller(cfg: BattleConfig) -> Controller:
     if cfg.opponent == "random":
         return random_controller
     return scripted_controller(cfg.map_size, cfg.opponent_eps)
 
 
 # ---- envs ----------------------------------------------------------------------------------
-def make_env(cfg: BattleConfig, render_mode: str | None = None):
+def make_env(cfg: BattleConfig, render_mode: str | None = None) -> Any:
     """battle_v4 with hdppo's unit observation; render_mode="rgb_array" uses MAgent2's own renderer
     (`hdppo render` draws the team's squads and goals over its own view instead)."""
     check_config(cfg)
     return make_parallel_env(cfg.map_size, cfg.max_cycles, dict(cfg.rewards), render_mode=render_mode)
 
 
-def make_batched(cfg: BattleConfig, n_envs: int, seed: int | None):
+def make_batched(cfg: BattleConfig, n_envs: int, seed: int | None) -> BatchedEnv:
     check_config(cfg)
     if cfg.native:
         return BattleBatch(cfg.map_size, cfg.max_cycles, dict(cfg.rewards), n_envs, seed, _controller(cfg))
@@ -93,7 +109,8 @@ def make_batched(cfg: BattleConfig, n_envs: int, seed: int | None):
     return PettingZooBatch(lambda: make_env(cfg), red, n_envs, lambda i, env: blue_controller(cfg, env, seed, i))
 
 
-def blue_controller(cfg: BattleConfig, env, seed: int | None = None, index: int = 0):
+def blue_controller(cfg: BattleConfig, env: Any, seed: int | None = None,
+                    index: int = 0) -> Callable[[dict], dict]:
     """The PettingZoo path's opponent: the array controller over one copy's blue observations."""
     ctrl = _controller(cfg)
     rng = np.random.default_rng(None if seed is None else [seed + index, 104729])
@@ -113,18 +130,18 @@ OPPONENTS = Opponents(agents=lambda agents: [a for a in agents if a.startswith("
 
 
 # ---- graph ---------------------------------------------------------------------------------
-def make_graph(cfg: BattleConfig, agents: list[str]) -> AgentGraph:
+def make_graph(cfg: BattleConfig, agents: Sequence[str]) -> AgentGraph:
     units = [a for a in agents if a.startswith("red")]
     return AgentGraph.team(units, cfg.layers, cfg.squad_size, spatial=True)
 
 
-def positions(env) -> np.ndarray:
+def positions(env: Any) -> np.ndarray:
     """[E, U, 2] unit positions from the units' observations (normalised x, y)."""
     return env.obs[..., [X, Y]]
 
 
 # ---- rendering (MAgent2's env also renders itself; this draws the team's squads and goals) ----------
-def _team_xy(env, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _team_xy(env: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Positions [n, 2] and alive flags of team k (0 red, 1 blue) in possible_agents order."""
     g, h = env.env, env.handles[k]
     names = [a for a in env.possible_agents if a.startswith("red" if k == 0 else "blue")]
@@ -137,7 +154,7 @@ def _team_xy(env, k: int) -> tuple[np.ndarray, np.ndarray]:
     return xy, np.array([n in live for n in names], bool)
 
 
-def scene(env):
+def scene(env: Any) -> Scene:
     """Red units (the team), blue units (the opponent) of the battle_v4 env."""
     from hdppo.sims import Scene
     red, red_alive = _team_xy(env, 0)
@@ -147,7 +164,7 @@ def scene(env):
                  np.nan_to_num(blue, nan=-10.0), blue_alive & np.isfinite(blue).all(1))
 
 
-def goal_xy(env, cfg: BattleConfig, layer: str, goals: np.ndarray) -> np.ndarray:
+def goal_xy(env: Any, cfg: BattleConfig, layer: str, goals: np.ndarray) -> np.ndarray:
     """Goal g < regions^2: the centre of region g; the last goal (engage): the living enemies' centroid."""
     R, s = cfg.regions, float(cfg.map_size - 1)
     centres = (np.arange(R) + 0.5) / R
@@ -189,8 +206,13 @@ def make_layers(cfg: BattleConfig) -> list[Layer]:
         vec = np.where(engage[..., None], feats[..., 4:6], pt - feats[..., 0:2])
         return np.concatenate([vec, engage[..., None]], axis=-1).astype(np.float32)
 
-    unit_ground = lambda goals, ctx: ground(ctx.features[..., F0:F0 + 6], goals)      # noqa: E731
-    squad_ground = lambda goals, ctx: ground(ctx.features[..., 0:6], goals)           # noqa: E731
+    def unit_ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        assert ctx.features is not None                 # every hook but `observe` sees the features
+        return ground(ctx.features[..., F0:F0 + 6], goals)
+
+    def squad_ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        assert ctx.features is not None
+        return ground(ctx.features[..., 0:6], goals)
 
     def unit_success(ctx: LayerContext) -> np.ndarray:
         d = np.linalg.norm(ctx.goal_features[..., :2], axis=-1)
@@ -204,7 +226,7 @@ def make_layers(cfg: BattleConfig) -> list[Layer]:
         d = np.linalg.norm(ctx.goal_features[..., :2], axis=-1) / np.sqrt(2)
         return np.where(unit_success(ctx), 0.0, -d)
 
-    def scripted_low(decision) -> np.ndarray:
+    def scripted_low(decision: Any) -> np.ndarray:
         """Attack an adjacent enemy, else move toward the grounded goal (stop next to an engaged enemy)."""
         obs = np.asarray(decision.obs)
         E, S, D = obs.shape
@@ -212,15 +234,18 @@ def make_layers(cfg: BattleConfig) -> list[Layer]:
         out = fight(flat[:, :VIEW_DIM], flat[:, -3:-1] * s, flat[:, -1] > 0.5)
         return out.reshape(E, S).astype(np.int64)
 
-    goal = gym.spaces.Discrete(n_goals)
+    goal: gym.spaces.Discrete = gym.spaces.Discrete(n_goals)
     low = Layer("low", interval=1, intrinsic=low_intrinsic, w_int=0.1, scripted=scripted_low)
-    over_units = dict(goal_space=goal, goal_features=unit_ground, goal_features_space=GOAL_SPACE,
-                      goal_success=unit_success, observe=_pool, observe_space=POOL_SPACE)
+
+    def over_units(name: str, interval: int) -> Layer:
+        """The layer above the units: a point (or engage) per unit."""
+        return Layer(name, interval=interval, goal_space=goal, goal_features=unit_ground,
+                     goal_features_space=GOAL_SPACE, goal_success=unit_success, observe=_pool, observe_space=POOL_SPACE)
     if cfg.layers == 2:
-        return [Layer("high", interval=16, **over_units), low]
+        return [over_units("high", 16), low]
     high = Layer("high", interval=16, goal_space=goal, goal_features=squad_ground, goal_features_space=GOAL_SPACE,
                  goal_success=squad_success, observe=_pool, observe_space=POOL_SPACE)
-    return [high, Layer("mid", interval=4, **over_units), low]
+    return [high, over_units("mid", 4), low]
 
 
 SCENARIO = Scenario(

@@ -20,6 +20,7 @@ array controller and per-copy episode metrics (win, survivors, kills).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -106,7 +107,7 @@ def random_controller(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def make_parallel_env(map_size: int, max_cycles: int, reward_args: dict, seed: int | None = None,
-                      render_mode: str | None = None):
+                      render_mode: str | None = None) -> Any:
     """battle_v4's parallel env with hdppo's flat unit observation; ends when a team is wiped out."""
     from magent2.environments.battle.battle import _parallel_env, default_reward_args
 
@@ -147,7 +148,7 @@ def make_parallel_env(map_size: int, max_cycles: int, reward_args: dict, seed: i
             if self.agents and min(self.env.get_num(x) for x in self.handles) == 0:
                 for a in self.agents:
                     term[a] = True
-                self.agents = []
+                self.agents: list[str] = []
             return obs, rew, term, trunc, info
 
     return BattleParallelEnv()
@@ -198,7 +199,7 @@ class BattleBatch(BatchedEnv):
             self.t[e] = 0
             self.obs[e] = 0.0
             self.blue_obs[e] = 0.0
-            self._observe(e)
+            self._observe(int(e))
 
     def _observe(self, e: int) -> None:
         """Read copy e's engine (before clear_dead): obs of every agent still in it, alive flags."""
@@ -234,14 +235,14 @@ class BattleBatch(BatchedEnv):
             g.step()
             self.t[e] += 1
             rewards[e, red_ids] = g.get_reward(h[0])
-            self._observe(e)
+            self._observe(int(e))
             g.clear_dead()
         died = live & ~self.alive
-        wiped = ~self.blue_alive.any(axis=1) | ~self.alive.any(axis=1)            # [E] one team is gone
+        wiped = np.asarray(~self.blue_alive.any(axis=1) | ~self.alive.any(axis=1))   # [E] one team is gone
         terminated = died | (live & wiped[:, None])
         truncated = live & ~terminated & (self.t >= self.max_cycles)[:, None]
         self.alive = live & ~terminated & ~truncated
-        return EnvStep(rewards, terminated, truncated, ~self.alive.any(axis=1))
+        return EnvStep(rewards, terminated, truncated, np.asarray(~self.alive.any(axis=1)))
 
     def episode_info(self, env_index: int) -> dict[str, float]:
         """win: red has more survivors than blue at the end (a tie, mutual wipe included, is 0)."""

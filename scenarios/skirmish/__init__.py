@@ -7,8 +7,8 @@ engages) / squads (which point, enemy squad or enemy unit each unit goes for) / 
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -17,6 +17,9 @@ from hdppo import AgentGraph, Layer, LayerContext, Scenario
 from hdppo.sims import BatchParallelEnv
 
 from .sim import DIRS, N_MOVES, SkirmishBatch, SkirmishConfig, check_config
+
+if TYPE_CHECKING:
+    from hdppo.sims import Overlay, Scene
 
 __all__ = ["SCENARIO", "SkirmishBatch", "SkirmishConfig", "SkirmishParallelEnv", "scripted_low"]
 
@@ -35,14 +38,15 @@ class SkirmishParallelEnv(BatchParallelEnv):
     """
 
     metadata = {"name": "skirmish_v0", "render_modes": ["rgb_array"]}
+    batch: SkirmishBatch
 
     def __init__(self, cfg: SkirmishConfig | None = None, render_mode: str | None = None) -> None:
         self.cfg = cfg if cfg is not None else SkirmishConfig()
         super().__init__(SkirmishBatch(self.cfg, 1, None), mask_in_infos=True)
         self.render_mode = render_mode
-        self.overlay = None            # an hdppo.runtime.render.Overlay drawn over the scene, if set
+        self.overlay: Overlay | None = None    # the team drawn over the scene (hdppo render sets it)
 
-    def render(self):
+    def render(self) -> np.ndarray | None:
         """An RGB frame [H, W, 3] of the battle (render_mode="rgb_array")."""
         from hdppo.sims import render_frame
         return render_frame(self, scene(self), self.overlay)
@@ -52,7 +56,7 @@ class SkirmishParallelEnv(BatchParallelEnv):
 OWNER_COLOURS = {1: "#1f77b4", -1: "#d62728", 0: "#ffffff"}
 
 
-def scene(env: SkirmishParallelEnv):
+def scene(env: SkirmishParallelEnv) -> Scene:
     """Units, enemies and the control points (coloured by owner) of the env's copy."""
     from hdppo.sims import Scene
     b, sz = env.batch, float(env.cfg.size)
@@ -118,17 +122,27 @@ def _ground(feats: np.ndarray, goals: np.ndarray, lay: _Layout) -> np.ndarray:
     return out
 
 
-def unit_goal_features(lay: _Layout):
+GoalFeatures = Callable[[np.ndarray, LayerContext], np.ndarray]
+Hook = Callable[[LayerContext], np.ndarray]
+
+
+def unit_goal_features(lay: _Layout) -> GoalFeatures:
     """Grounding for units: ctx.features are their observations."""
-    return lambda goals, ctx: _ground(ctx.features, goals, lay)
+    def ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        assert ctx.features is not None                 # every hook but `observe` sees the features
+        return _ground(ctx.features, goals, lay)
+    return ground
 
 
-def squad_goal_features(lay: _Layout):
+def squad_goal_features(lay: _Layout) -> GoalFeatures:
     """Grounding for squads: the mean part of their default features is the centroid's view."""
-    return lambda goals, ctx: _ground(ctx.features[..., :lay.dim], goals, lay)
+    def ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        assert ctx.features is not None
+        return _ground(ctx.features[..., :lay.dim], goals, lay)
+    return ground
 
 
-def unit_goal_success(lay: _Layout):
+def unit_goal_success(lay: _Layout) -> Hook:
     """A unit's goal is reached when it stands on its goal point, or its goal enemy is destroyed."""
     def success(ctx: LayerContext) -> np.ndarray:
         gf = ctx.goal_features
@@ -142,13 +156,14 @@ def squad_goal_success(ctx: LayerContext) -> np.ndarray:
     return np.where(gf[..., 3] > 0.5, gf[..., 4] <= 0, gf[..., 4] > 0.5)
 
 
-def low_intrinsic(lay: _Layout):
+def low_intrinsic(lay: _Layout) -> Hook:
     """-(distance beyond reach) of the goal (point radius, or own attack range for an enemy), plus
     2 x the goal enemy's loss of hp / alive fraction this step. In about [-1.4, 2]."""
     def intrinsic(ctx: LayerContext) -> np.ndarray:
-        gf = ctx.goal_features
+        gf, f = ctx.goal_features, ctx.features
+        assert f is not None
         enemy = gf[..., 3] > 0.5
-        reach = np.where(enemy, lay.reach[(ctx.features[..., 3] > 0.5).astype(np.int64)], lay.reach_point)
+        reach = np.where(enemy, lay.reach[(f[..., 3] > 0.5).astype(np.int64)], lay.reach_point)
         r = -np.maximum(gf[..., 2] - reach, 0.0)
         r = np.where(enemy & (gf[..., 4] <= 0), 0.0, r)
         prev = ctx.prev_goal_features
@@ -158,7 +173,7 @@ def low_intrinsic(lay: _Layout):
     return intrinsic
 
 
-def flat_intrinsic(lay: _Layout):
+def flat_intrinsic(lay: _Layout) -> Hook:
     """The units' goal shaping for a flat team, with the goal replaced by the nearest living enemy
     (which needs no goals): -(its distance beyond the unit's attack range), plus 2 x the loss of hp
     / alive of the enemy that was nearest before this step. Weight it with `w_int.low` (0 by default;
@@ -171,6 +186,7 @@ def flat_intrinsic(lay: _Layout):
 
     def intrinsic(ctx: LayerContext) -> np.ndarray:
         f = ctx.features
+        assert f is not None
         _, d, _ = nearest(f)
         reach = lay.reach[(f[..., 3] > 0.5).astype(np.int64)]
         r = np.where(np.isfinite(d), -np.maximum(d - reach, 0.0), 0.0)
@@ -185,7 +201,7 @@ def flat_intrinsic(lay: _Layout):
     return intrinsic
 
 
-def scripted_low(lay: _Layout):
+def scripted_low(lay: _Layout) -> Callable[[Any], np.ndarray]:
     """Scripted unit: attack the legal target nearest its goal position; else hold if an enemy is in
     range (cooling down), or at the goal point / in range of the goal enemy; else move toward the
     goal (toward the nearest enemy once the goal enemy is destroyed). Reads obs = [env obs, goal]."""
@@ -220,14 +236,18 @@ def layers(cfg: SkirmishConfig) -> list[Layer]:
     if cfg.layers == 1:
         return [Layer("low", interval=1, intrinsic=flat_intrinsic(lay), w_int=0.0)]
     low = Layer("low", interval=1, intrinsic=low_intrinsic(lay), w_int=0.1, scripted=scripted_low(lay))
-    to_units = dict(choice="per_child", goal_features=unit_goal_features(lay), goal_features_space=GOAL_BOX,
-                    goal_success=unit_goal_success(lay))
+    unit_ground, unit_success = unit_goal_features(lay), unit_goal_success(lay)
+
+    def to_units(name: str, interval: int, n_goals: int) -> Layer:
+        """The layer above the units: a point, enemy squad (or, for mid, enemy unit) per unit."""
+        return Layer(name, interval=interval, goal_space=gym.spaces.Discrete(n_goals), choice="per_child",
+                     goal_features=unit_ground, goal_features_space=GOAL_BOX, goal_success=unit_success)
     if cfg.layers == 2:
-        return [Layer("high", interval=8, goal_space=gym.spaces.Discrete(lay.P + lay.G), **to_units), low]
+        return [to_units("high", 8, lay.P + lay.G), low]
     high = Layer("high", interval=16, goal_space=gym.spaces.Discrete(lay.P + lay.G), choice="per_child",
                  goal_features=squad_goal_features(lay), goal_features_space=GOAL_BOX,
                  goal_success=squad_goal_success)
-    mid = Layer("mid", interval=4, goal_space=gym.spaces.Discrete(lay.P + lay.G + lay.K), **to_units)
+    mid = to_units("mid", 4, lay.P + lay.G + lay.K)
     return [high, mid, low]
 
 

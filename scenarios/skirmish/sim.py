@@ -98,6 +98,8 @@ class SkirmishBatch(NumpyBatch):
       [-1]    t / max_steps
     """
 
+    action_mask: np.ndarray             # [E, U, A]: the skirmish always masks actions
+
     def __init__(self, cfg: SkirmishConfig, n_envs: int = 1, seed: int | None = None) -> None:
         check_config(cfg)
         self.cfg = cfg
@@ -108,7 +110,9 @@ class SkirmishBatch(NumpyBatch):
         ranged = (np.arange(U) % Q) >= cfg.n_melee
         self.ranged = ranged
         self.units = [f"{'ranged' if r else 'melee'}_{i}" for i, r in enumerate(ranged)]
-        pick = lambda m, r: np.where(ranged, r, m).astype(np.float64)  # noqa: E731
+
+        def pick(melee: float, ranged_: float) -> np.ndarray:
+            return np.where(ranged, ranged_, melee).astype(np.float64)
         self.max_hp = pick(cfg.melee_hp, cfg.ranged_hp)
         self.rng2 = pick(cfg.melee_range, cfg.ranged_range) ** 2
         self.dmg = pick(cfg.melee_damage, cfg.ranged_damage)
@@ -329,7 +333,7 @@ class SkirmishBatch(NumpyBatch):
         d2 = self._d2()
         self.obs = np.where(live[..., None], self._observe(d2), self.obs)
         self.action_mask = self._mask(d2)
-        return EnvStep(rewards, terminated, np.zeros_like(terminated), ~self.alive.any(axis=1))
+        return EnvStep(rewards, terminated, np.zeros_like(terminated), np.asarray(~self.alive.any(axis=1)))
 
     def state(self) -> np.ndarray:
         s = self.cfg.size

@@ -7,7 +7,9 @@ it); units move and are rewarded for closing in on their landmark on top of the 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import spaces
@@ -16,6 +18,10 @@ from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
 from hdppo.sims import PettingZooBatch
 
 from .sim import SpreadBatch
+
+if TYPE_CHECKING:
+    from hdppo import BatchedEnv
+    from hdppo.sims import Scene
 
 LANDMARK_OFFSET = 4      # unit obs: vel(2), pos(2), landmark - pos (2 per landmark), others, comm
 REACHED = 0.1            # a landmark counts as covered within this distance (MPE landmark size x2)
@@ -31,7 +37,7 @@ class SpreadConfig(ScenarioConfig):
     native: bool = True          # numpy-batched port of simple_spread (same numbers); false: copies of mpe2
 
 
-def make_env(cfg: SpreadConfig, render_mode: str | None = None):
+def make_env(cfg: SpreadConfig, render_mode: str | None = None) -> Any:
     """MPE2's simple_spread; render_mode="rgb_array" uses MPE2's own renderer (`hdppo render` draws the
     team's squads and goals over its own view instead)."""
     from mpe2 import simple_spread_v3
@@ -39,7 +45,7 @@ def make_env(cfg: SpreadConfig, render_mode: str | None = None):
                                          continuous_actions=False, render_mode=render_mode)
 
 
-def make_graph(cfg: SpreadConfig, agents: list[str]) -> AgentGraph:
+def make_graph(cfg: SpreadConfig, agents: Sequence[str]) -> AgentGraph:
     return AgentGraph.team(agents, cfg.layers, cfg.squad_size)
 
 
@@ -53,6 +59,7 @@ def make_layers(cfg: SpreadConfig) -> list[Layer]:
     subsets = np.array(list(itertools.combinations(range(n), cfg.squad_size)), dtype=np.int64)
 
     def unit_goal(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        assert ctx.features is not None                 # every hook but `observe` sees the features
         vec = _landmark_vectors(ctx.features, n)                          # [E, U, n, 2]
         return np.take_along_axis(vec, goals[..., None, None], axis=2)[:, :, 0]
 
@@ -70,12 +77,15 @@ def make_layers(cfg: SpreadConfig) -> list[Layer]:
     # did not learn in 150k steps (team return -514 -> -545); with 1.0 / 0.1 it went -514 -> -430
     low = Layer("low", interval=1, intrinsic=unit_intrinsic, w_int=1.0, w_ext=0.1)
 
-    unit_goal_space = dict(goal_space=spaces.Discrete(n), goal_features=unit_goal,
-                           goal_features_space=spaces.Box(-np.inf, np.inf, (2,), np.float32), goal_success=unit_reached)
+    def over_units(name: str) -> Layer:
+        """The layer above the units: a landmark per unit."""
+        return Layer(name, interval=5, goal_space=spaces.Discrete(n), goal_features=unit_goal,
+                     goal_features_space=spaces.Box(-np.inf, np.inf, (2,), np.float32), goal_success=unit_reached)
     if cfg.layers == 2:
-        return [Layer("high", interval=5, **unit_goal_space), low]
+        return [over_units("high"), low]
 
     def squad_goal(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        assert ctx.features is not None
         centroid_vec = _landmark_vectors(ctx.features, n)                 # mean part comes first
         chosen = subsets[goals]                                           # [E, S, k]
         vec = np.take_along_axis(centroid_vec, chosen[..., None], axis=2)  # [E, S, k, 2]
@@ -86,16 +96,16 @@ def make_layers(cfg: SpreadConfig) -> list[Layer]:
         dist = np.hypot(vec[..., 0], vec[..., 1])
         dist = np.where(ctx.child_alive[..., None], dist, np.inf).min(axis=2)   # [E, S, n]
         chosen = subsets[ctx.goals]
-        return (np.take_along_axis(dist, chosen, axis=2) < REACHED).all(axis=2)
+        return np.asarray((np.take_along_axis(dist, chosen, axis=2) < REACHED).all(axis=2))
 
     high = Layer("high", interval=10, goal_space=spaces.Discrete(len(subsets)), goal_features=squad_goal,
                  goal_features_space=spaces.Box(-np.inf, np.inf, (2 * cfg.squad_size,), np.float32),
                  goal_success=squad_covered)
-    mid = Layer("mid", interval=5, **unit_goal_space)
+    mid = over_units("mid")
     return [high, mid, low]
 
 
-def scene(env):
+def scene(env: Any) -> Scene:
     """Agents and landmarks of MPE2's world (its env also renders itself with render_mode="rgb_array")."""
     from hdppo.sims import Scene
     world = env.unwrapped.world
@@ -105,7 +115,7 @@ def scene(env):
                  landmarks=np.array([lm.state.p_pos for lm in world.landmarks], float))
 
 
-def goal_xy(env, cfg: SpreadConfig, layer: str, goals: np.ndarray) -> np.ndarray:
+def goal_xy(env: Any, cfg: SpreadConfig, layer: str, goals: np.ndarray) -> np.ndarray:
     """Units' goals are landmarks; a squad's goal is a subset of squad_size landmarks: their centre."""
     marks = np.array([lm.state.p_pos for lm in env.unwrapped.world.landmarks], float)
     g = np.asarray(goals, np.int64)
@@ -115,7 +125,7 @@ def goal_xy(env, cfg: SpreadConfig, layer: str, goals: np.ndarray) -> np.ndarray
     return marks[subsets[np.clip(g, 0, len(subsets) - 1)]].mean(axis=1)
 
 
-def make_batched(cfg: SpreadConfig, n_envs: int, seed: int | None):
+def make_batched(cfg: SpreadConfig, n_envs: int, seed: int | None) -> BatchedEnv:
     if cfg.native:
         return SpreadBatch(cfg.n_agents, cfg.local_ratio, cfg.max_cycles, n_envs, seed)
     return PettingZooBatch(lambda: make_env(cfg), [f"agent_{i}" for i in range(cfg.n_agents)], n_envs)

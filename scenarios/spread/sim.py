@@ -207,7 +207,7 @@ class SpreadBatch(NumpyBatch):
         truncated = live & (self.t >= self.max_cycles)[:, None]
         self.alive = live & ~truncated
         self.obs = np.where(live[:, :, None], self._observe(), self.obs)
-        return EnvStep(rewards, np.zeros_like(live), truncated, ~self.alive.any(axis=1))
+        return EnvStep(rewards, np.zeros_like(live), truncated, np.asarray(~self.alive.any(axis=1)))
 
     # ---- views -----------------------------------------------------------------------------
     def state(self) -> np.ndarray:

@@ -24,9 +24,9 @@ team centroid (2), zone's open orders / slots (1)]. `layers` 2: high gives each 
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -36,6 +36,9 @@ from hdppo.errors import ScenarioError
 from hdppo.sims import BatchParallelEnv
 
 from .sim import GOAL_DIM, N_ZONES, OFF_LOCAL, OFF_ZONES, WarehouseBatch, build_layout
+
+if TYPE_CHECKING:
+    from hdppo.sims import Overlay, Scene
 
 ROBOT_GOAL_BOX = gym.spaces.Box(np.array([-1, -1, 0, -1, -1, 0], np.float32), np.ones(GOAL_DIM, np.float32),
                                 dtype=np.float32)
@@ -89,14 +92,15 @@ class WarehouseParallelEnv(BatchParallelEnv):
     """One warehouse copy behind PettingZoo's parallel dict API (WarehouseBatch with E=1)."""
 
     metadata = {"name": "warehouse_v0", "render_modes": ["rgb_array"]}
+    batch: WarehouseBatch
 
     def __init__(self, cfg: WarehouseConfig | None = None, render_mode: str | None = None) -> None:
         self.cfg = cfg if cfg is not None else WarehouseConfig()
         super().__init__(make_batch(self.cfg, 1, None))
         self.render_mode = render_mode
-        self.overlay = None            # an hdppo.runtime.render.Overlay drawn over the scene, if set
+        self.overlay: Overlay | None = None    # the team drawn over the scene (hdppo render sets it)
 
-    def render(self):
+    def render(self) -> np.ndarray | None:
         """An RGB frame [H, W, 3] of the warehouse (render_mode="rgb_array")."""
         from hdppo.sims import render_frame
         return render_frame(self, scene(self), self.overlay)
@@ -105,7 +109,7 @@ class WarehouseParallelEnv(BatchParallelEnv):
 ZONE_COLOURS = ["#ff7f0e", "#ffbb78", "#f7b6d2", "#c49c94"]
 
 
-def scene(env: WarehouseParallelEnv):
+def scene(env: WarehouseParallelEnv) -> Scene:
     """Robots, shelves (walls), stations (black) and zone homes (coloured) of the env's copy."""
     from hdppo.sims import Scene
     b, L = env.batch, env.batch.layout
@@ -143,6 +147,7 @@ def team_goal_features(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
     """A team's zone goal: the zone block of the mean of its robots' observations, [E, T, 3]."""
     off = OFF_ZONES + 3 * np.clip(np.asarray(goals, np.int64), 0, N_ZONES - 1)
     idx = off[..., None] + np.arange(3)
+    assert ctx.features is not None                     # every hook but `observe` sees the features
     return np.take_along_axis(ctx.features, idx, axis=2).astype(np.float32)
 
 
@@ -151,7 +156,7 @@ def robot_goal_success(ctx: LayerContext) -> np.ndarray:
     return _sim(ctx.env).last_pick == ctx.goals
 
 
-def team_goal_success(team_size: int):
+def team_goal_success(team_size: int) -> Callable[[LayerContext], np.ndarray]:
     """A team reached its goal when one of its robots picked an order in the team's zone."""
     def success(ctx: LayerContext) -> np.ndarray:
         pick = _sim(ctx.env).last_pick
@@ -201,15 +206,18 @@ def layers(cfg: WarehouseConfig) -> list[Layer]:
     if cfg.layers == 1:
         return [Layer("low", interval=1)]
     low = Layer("low", interval=1, intrinsic=low_intrinsic, w_int=0.1, scripted=greedy_low)
-    over_robots = dict(goal_space=gym.spaces.Discrete(N_ZONES), choice="per_child",
-                       goal_features=robot_goal_features, goal_features_space=ROBOT_GOAL_BOX,
-                       goal_success=robot_goal_success)
+
+    def over_robots(name: str) -> Layer:
+        """The layer above the robots: a zone per robot."""
+        return Layer(name, interval=4, goal_space=gym.spaces.Discrete(N_ZONES), choice="per_child",
+                     goal_features=robot_goal_features, goal_features_space=ROBOT_GOAL_BOX,
+                     goal_success=robot_goal_success)
     if cfg.layers == 2:
-        return [Layer("high", interval=4, **over_robots), low]
+        return [over_robots("high"), low]
     high = Layer("high", interval=8, goal_space=gym.spaces.Discrete(N_ZONES), choice="per_child",
                  goal_features=team_goal_features, goal_features_space=TEAM_GOAL_BOX,
                  goal_success=team_goal_success(cfg.team_size))
-    return [high, Layer("mid", interval=4, **over_robots), low]
+    return [high, over_robots("mid"), low]
 
 
 def graph(cfg: WarehouseConfig, agents: Sequence[str]) -> AgentGraph:

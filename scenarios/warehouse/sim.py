@@ -309,7 +309,7 @@ class WarehouseBatch(NumpyBatch):
         truncated = live & (self.t >= cfg.max_steps)[:, None]
         self.alive = live & ~truncated
         self.obs = np.where(live[:, :, None], self._observe(), self.obs)
-        return EnvStep(rewards, np.zeros_like(live), truncated, ~self.alive.any(axis=1))
+        return EnvStep(rewards, np.zeros_like(live), truncated, np.asarray(~self.alive.any(axis=1)))
 
     def _arrive(self, running: np.ndarray) -> None:
         """At most one order per running copy with probability order_rate, on a random shelf with no
@@ -325,7 +325,7 @@ class WarehouseBatch(NumpyBatch):
         S = len(L.shelves)
         has = np.zeros((E, S + 1), bool)
         has[np.arange(E)[:, None], np.where(self.slot_shelf >= 0, self.slot_shelf, S)] = True
-        zone_full = (self.slot_shelf.reshape(E, N_ZONES, K) >= 0).all(axis=2)
+        zone_full = np.asarray((self.slot_shelf.reshape(E, N_ZONES, K) >= 0).all(axis=2))
         eligible = ~has[:, :S] & ~zone_full[:, L.shelf_zone]
         n = eligible.sum(axis=1)
         k = np.minimum((u[:, 1] * n).astype(np.int64), np.maximum(n - 1, 0))
@@ -400,7 +400,7 @@ class WarehouseBatch(NumpyBatch):
         owner = d.argmin(axis=1)                                               # [E, Q] nearest robot
         own = (d < FAR) & (owner[:, None, :] == np.arange(U)[None, :, None])
         q = np.where(own.any(axis=2), np.where(own, d, FAR).argmin(axis=2), d.argmin(axis=2))
-        has_order = (d < FAR).any(axis=2)
+        has_order = np.asarray((d < FAR).any(axis=2))
         take = lambda arr: np.take_along_axis(arr, q[..., None], axis=2)[..., 0]   # noqa: E731
         ox, oy = L.xy(L.shelves[take(np.broadcast_to(shelf[:, None, :], d.shape))])
         order = self._target(ox, oy, take(d), take(move))
