@@ -45,3 +45,14 @@ def test_run_spec_resolves_once_and_names_a_bad_layer() -> None:
     assert spec.resolved.layer_names == ["high", "mid", "low"]
     with pytest.raises(hdppo.errors.ConfigError, match="has no layer 'top'"):
         hdppo.RunSpec.from_overrides("grid", {}, layers=["top"])
+
+
+def test_scenarios_and_policies_live_at_the_top_and_import_inside_the_package() -> None:
+    """hdppo/scenarios and hdppo/policies are symlinks to the top-level folders (docs/architecture.md)."""
+    import hdppo.policies
+    import hdppo.scenarios
+    root = Path(__file__).resolve().parents[1]
+    for name, module in (("scenarios", hdppo.scenarios), ("policies", hdppo.policies)):
+        link = root / "hdppo" / name
+        assert link.is_symlink() and link.resolve() == root / name
+        assert Path(module.__file__).resolve().parent == root / name
