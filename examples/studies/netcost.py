@@ -144,6 +144,7 @@ def measured_costs(scenario: str, scenario_overrides: dict | None = None,
                 grad = worker.gradient(name, 0, 0)
                 assert grad.grad is not None                  # a due layer has a batch, so a gradient
                 version, batch = worker.experience(name)
+                assert batch is not None                      # due in this collect, so it has one
                 batch_bytes = sum(getattr(batch, k).nbytes for k in
                                   ("obs", "actions", "logp", "values", "advantages", "returns", "action_mask",
                                    "roles", "critic_obs") if getattr(batch, k) is not None)

@@ -258,10 +258,14 @@ class Worker:
         return GradResult(layer, self.id, rt.version, len(idx), grad, terms.scalars(), time.perf_counter() - t0,
                           b.stats["raw_reward_mean"])
 
-    def experience(self, layer: str) -> tuple[int, Batch]:
-        """This worker's batch of a layer and the parameter version that collected it."""
+    def experience(self, layer: str) -> tuple[int, Batch | None]:
+        """This worker's batch of a layer and the parameter version that collected it; no batch
+        (a worker restarted since its last collect) at the newest version it was given, so the
+        server does not count it as infinitely stale."""
         rt = self.by_name[layer]
-        assert rt.batch is not None, f"layer {layer!r} was not due in the last collect"
+        if rt.batch is None:
+            latest = self.params.read(layer, -1)
+            return (latest[0] if latest is not None else -1), None
         return rt.batch_version, rt.batch
 
     def close(self) -> None:

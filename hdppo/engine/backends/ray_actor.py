@@ -63,9 +63,6 @@ class WorkerActor:
                 self.params.publish(layer, version, ent, flat)
             self.params.begin_call()
             out = getattr(self.worker, method)(*args)
-            if method == "experience" and out[1] is None:   # no batch (a restarted worker): say so at the
-                have = self.params._data.get(args[0])        # current version, not as one infinitely stale
-                out = (have[0] if have else out[0], None)
             return ("ok", out, self.counters())
         except Exception as exc:
             return _error(exc)
