@@ -18,6 +18,8 @@ class SleepyConfig(GridConfig):
 
 
 class SleepyBatch(GridBatch):
+    cfg: SleepyConfig
+
     def step(self, actions):
         time.sleep(self.cfg.step_ms / 1000.0 * self.n_envs)
         return super().step(actions)

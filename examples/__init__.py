@@ -1,0 +1,1 @@
+"""Examples and the maintainers' studies; importable from the repository root (`examples.studies`)."""

@@ -1,0 +1,1 @@
+"""The machinery behind the maintainers' reports (README.md says what each module answers)."""
