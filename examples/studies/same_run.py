@@ -12,8 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-NOT_COMPARED = {"steps", "progress", "checkpoint_every", "checkpoint_seconds", "worker_timeout", "log_every",
-                "address", "worker_restarts"}
+from hdppo.engine.config import NOT_TRAINING as NOT_COMPARED
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:

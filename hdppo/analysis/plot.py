@@ -1,8 +1,10 @@
 """`hdppo plot`: learning curves of one or more runs as a PNG (matplotlib, no display needed).
 
 Metrics come from every column of RUN/metrics/run.csv (team return, win, success, ...) and of the
-per-layer CSVs (return, entropy, approx_kl, ...). Runs whose config differs only in the seed are
-drawn as their mean with a 95% band across seeds (Student-t over the seeds at each step).
+per-layer CSVs (return, entropy, approx_kl, ...). Runs whose config differs only in the seed (and
+in settings that do not change training: the budget, `--no-progress`, ...) are drawn as their mean
+with a 95% band across seeds (Student-t over the seeds at each step), cut to [0, 1] for a metric
+whose every value lies there.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from hdppo.engine.config import NOT_TRAINING
 from hdppo.engine.metrics import read_csv, scope_file
 from hdppo.errors import ConfigError
 
@@ -27,9 +30,12 @@ def _config(run: Path) -> dict[str, Any]:
 
 
 def seed_group_key(config: dict[str, Any]) -> str:
-    """What makes runs replicates of one config: everything in config.json but the seed and resolved values."""
+    """What makes runs replicates of one config: everything in config.json but the seed, the resolved
+    values and the settings that do not change training (the budget, `--no-progress`, intervals, ...)."""
     c = json.loads(json.dumps(config))
-    c.get("train", {}).pop("seed", None)
+    train = c.get("train", {})
+    for key in ("seed", *NOT_TRAINING):
+        train.pop(key, None)
     c.pop("resolved", None)
     return json.dumps(c, sort_keys=True)
 
@@ -51,8 +57,10 @@ def run_curves(run: Path, layers: list[str] | None = None) -> dict[str, dict[str
     return out
 
 
-def band(curves: list[Curve], points: int = 100) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Seeds' curves on a common step grid (each inside its own range): mean and a 95% t band."""
+def band(curves: list[Curve], points: int = 100,
+         bounds: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Seeds' curves on a common step grid (each inside its own range): mean and a 95% t band, cut
+    to `bounds` where the metric cannot leave them (a rate in [0, 1])."""
     from scipy.stats import t
     lo_x = max(c[0][0] for c in curves)
     hi_x = min(c[0][-1] for c in curves)
@@ -64,7 +72,17 @@ def band(curves: list[Curve], points: int = 100) -> tuple[np.ndarray, np.ndarray
     mean = np.nanmean(ys, axis=0)
     sd = np.nanstd(ys, axis=0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
     half = np.where(n > 1, t.ppf(0.975, np.maximum(n - 1, 1)) * np.nan_to_num(sd) / np.sqrt(np.maximum(n, 1)), 0.0)
-    return grid, mean, mean - half, mean + half
+    lo, hi = mean - half, mean + half
+    if bounds is not None:
+        lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
+    return grid, mean, lo, hi
+
+
+def metric_bounds(curves: list[Curve]) -> tuple[float, float] | None:
+    """(0, 1) when every value of every seed lies in [0, 1] (win, success and goal-success rates, a
+    0/1 return): the band is cut there instead of promising rates below 0 or above 1."""
+    values = np.concatenate([y for _, y in curves])
+    return (0.0, 1.0) if len(values) and values.min() >= 0.0 and values.max() <= 1.0 else None
 
 
 def panels_for(data: dict[Path, dict[str, dict[str, Curve]]], metrics: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -113,7 +131,7 @@ def plot_runs(runs: list[str | Path], out: str | Path | None = None,
                 x, y = curves[0]
                 ax.plot(x, y, marker="o" if len(x) < 20 else None, markersize=4, label=members[0].name)
                 continue
-            grid, mean, lo, hi = band(curves)
+            grid, mean, lo, hi = band(curves, bounds=metric_bounds(curves))
             line, = ax.plot(grid, mean, marker="o" if len(grid) == 1 else None,
                             label=f"{members[0].name} (mean of {len(curves)} seeds, 95% band)")
             ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2)

@@ -102,6 +102,13 @@ TRAIN_KEYS = {f.name for f in dataclasses.fields(TrainConfig)} - {"layers"}
 LAYER_KEYS = {f.name for f in dataclasses.fields(LayerConfig)}
 
 
+# TrainConfig fields that do not change what training does (the budget, the display, commit and log
+# intervals, timeouts, the Ray address, restarts): runs differing only in these are the same run
+# (hdppo plot groups them as seeds of one config; the evidence studies reuse them).
+NOT_TRAINING = frozenset({"steps", "progress", "checkpoint_every", "checkpoint_seconds", "worker_timeout", "log_every",
+                          "address", "worker_restarts"})
+
+
 def resolve_overrides(overrides: dict[str, Any], layer_names: list[str], scenario_keys: set[str],
                       base: TrainConfig | None = None) -> tuple[TrainConfig, dict[str, Any]]:
     """Split overrides into a TrainConfig (with one LayerConfig per layer) and scenario overrides."""
