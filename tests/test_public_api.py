@@ -32,7 +32,7 @@ def test_train_takes_typed_values_and_returns_the_run_folder(tmp_path: Path, tin
     assert run == tmp_path / "run"
     config = json.loads((run / "config.json").read_text())
     assert config["layers"] == ["low"] and config["train"]["steps"] == 512 and config["train"]["seed"] == 3
-    assert config["train"]["layers"]["low"]["lr"] == 1e-3 and config["train"]["progress"] is False
+    assert config["train"]["layers"]["low"]["lr"] == 1e-3 and config["train"]["progress"] == "off"
     assert (run / "checkpoints" / "low").exists()
     team = hdppo.load(run)
     assert team is not None

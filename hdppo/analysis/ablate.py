@@ -21,7 +21,7 @@ def _spec(run: Path, config: dict[str, Any], k: int, steps: int, out: Path):
     from hdppo.engine.config import train_config_from_dict
     from hdppo.engine.spec import RunSpec
     tc = train_config_from_dict(config["train"])
-    tc = dataclasses.replace(tc, steps=steps, progress=False)
+    tc = dataclasses.replace(tc, steps=steps, progress="off")
     for name in config["layers"]:
         tc.layers[name] = dataclasses.replace(tc.layer(name), pool=k)
     return RunSpec(resolve_scenario(run, config), config["scenario_overrides"], tc, list(config["layers"]),

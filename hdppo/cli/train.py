@@ -65,7 +65,7 @@ def train_spec(args: argparse.Namespace) -> RunSpec:
         if value is not None:
             overrides[flag] = value
     if args.no_progress:
-        overrides["progress"] = "false"
+        overrides["progress"] = "lines"
     return RunSpec.from_overrides(args.scenario, overrides, layers=args.layer, frozen=parse_loads(args.load),
                                   out=args.out)
 
@@ -84,7 +84,7 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
         raise ConfigError(f"--resume continues {args.resume} exactly as its config.json says, so {', '.join(given)} "
                           "would be ignored", "drop them (only --steps and --reinit go with --resume), or start a "
                           "new run with --out")
-    return RunSpec.from_run(args.resume, steps=args.steps, progress=False if args.no_progress else None)
+    return RunSpec.from_run(args.resume, steps=args.steps, progress="lines" if args.no_progress else None)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -83,7 +83,8 @@ class TrainConfig:
     worker_timeout: float = 300.0         # seconds a worker call may take (scaled by the work asked)
                                           # before it counts as hung
     log_every: float = 5.0                # seconds between metric rows
-    progress: bool = True
+    progress: str = "auto"                # auto: a live table on a terminal, a line every few seconds
+                                          # elsewhere; lines: the lines everywhere; off: nothing
     device: str = "cpu"                   # where servers train in experience mode
     address: str = ""                     # ray: cluster to join (HOST:6379); "" = RAY_ADDRESS or a local Ray
     worker_cpus: float = 1.0              # ray: CPUs each worker actor asks for
@@ -150,6 +151,23 @@ def resolve_overrides(overrides: dict[str, Any], layer_names: list[str], scenari
     return cfg, scenario
 
 
+PROGRESS_MODES = ("auto", "lines", "off")
+
+
+def progress_mode(value: Any) -> str:
+    """`progress` as one of PROGRESS_MODES; a boolean keeps the meaning it had (a run folder's
+    config.json and `progress=false` from before): true -> auto, false -> lines."""
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return "auto"
+    if text in ("false", "0", "no"):
+        return "lines"
+    if text not in PROGRESS_MODES:
+        raise ConfigError(f"value {value!r} for 'progress' is not one of {list(PROGRESS_MODES)}",
+                          "pass progress=auto (a live table on a terminal), lines or off")
+    return text
+
+
 def check_train_config(cfg: TrainConfig) -> None:
     """Refuse well-formed values outside their range (a negative budget, zero envs, ...)."""
     def need(ok: bool, key: str, value: Any, rule: str) -> None:
@@ -170,6 +188,7 @@ def check_train_config(cfg: TrainConfig) -> None:
     need(_finite(cfg.worker_cpus) and cfg.worker_cpus > 0, "worker_cpus", cfg.worker_cpus, "> 0")
     need(_finite(cfg.worker_gpus) and cfg.worker_gpus >= 0, "worker_gpus", cfg.worker_gpus, ">= 0")
     check_device(cfg.device)
+    cfg.progress = progress_mode(cfg.progress)
     for name, lc in cfg.layers.items():     # the mode's name is checked against MODES by RunSpec and
         check_layer_ranges(name, lc, need)    # the Trainer (modes.py builds on this module, not under it)
     for name, lc in cfg.layers.items():
@@ -238,4 +257,5 @@ def train_config_from_dict(data: dict[str, Any]) -> TrainConfig:
     cfg = apply_overrides(TrainConfig(), top, what="training config")
     for name, values in layers.items():
         cfg.layers[name] = apply_overrides(LayerConfig(), dict(values), what=f"layer {name!r} config")
+    cfg.progress = progress_mode(cfg.progress)        # a boolean from a run folder written before
     return cfg

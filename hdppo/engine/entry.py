@@ -15,8 +15,10 @@ def train(scenario: str, overrides: dict[str, Any] | None = None, *, layers: str
 
     `overrides` take typed values: `hdppo.train("spread", {"steps": 50_000, "workers": 2})`. The
     run folder is the same as `hdppo train`'s: eval, plot, resume and `hdppo.load` work on it.
+    `progress=True` shows what `hdppo train` shows (a live table on a terminal, lines elsewhere);
+    the default prints nothing (`"progress": "lines"` in overrides prints the lines).
     """
-    settings = {"progress": progress, **(overrides or {})}
+    settings = {"progress": "auto" if progress else "off", **(overrides or {})}
     spec = RunSpec.from_overrides(scenario, settings, layers=layers, out=out)
     trainer = Trainer(spec)
     record_scenario(trainer.out, spec.scenario)

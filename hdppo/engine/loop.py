@@ -36,7 +36,7 @@ class StageLoop:
         self.order = [n for n in run.names if n in servers]        # top to bottom
         self.pools = {n: list(range(min(self.tc.layers[n].pool or backend.n_workers, backend.n_workers)))
                       for n in self.order}
-        self.progress = Progress(self.stage_target(), enabled=self.tc.progress, title=f"hdppo {stage.name}")
+        self.progress = Progress(self.stage_target(), mode=self.tc.progress, title=f"hdppo {stage.name}")
         self.cpu = CpuMeter()
         self.layer_view: dict[str, dict[str, float]] = {n: {} for n in self.order}
         self.episode_window: list[dict] = []

@@ -214,9 +214,12 @@ class Progress:
         interval_s: float = 10.0,
         title: str = "hdppo",
         stream: IO[str] | None = None,
+        mode: str | None = None,
     ) -> None:
+        """`mode` (TrainConfig.progress): auto, lines or off; without it `enabled` says auto or lines."""
         self.target_steps = target_steps
-        self.enabled = enabled
+        self.mode = mode if mode is not None else ("auto" if enabled else "lines")
+        self.enabled = self.mode == "auto"
         self.interval_s = interval_s
         self.title = title
         self._stream = stream
@@ -271,6 +274,8 @@ class Progress:
 
     def update(self, total_steps: int, sps: float, layers: dict[str, dict[str, float]]) -> None:
         """Show the current totals; in line mode print at most every interval_s seconds."""
+        if self.mode == "off":
+            return
         if self._started_at is None:
             self._started_at = time.monotonic()
         self._state = (int(total_steps), float(sps), {k: dict(v) for k, v in layers.items()})

@@ -67,7 +67,7 @@ class RunSpec:
                    Resolved(loaded, cfg, names))
 
     @classmethod
-    def from_run(cls, run: str | Path, *, steps: Any = None, progress: bool | None = None) -> RunSpec:
+    def from_run(cls, run: str | Path, *, steps: Any = None, progress: str | None = None) -> RunSpec:
         """The run recorded in RUN/config.json, to resume: only the budget (`steps`, a number or its
         text) and the progress display may change."""
         from hdppo.engine.config import check_train_config, train_config_from_dict

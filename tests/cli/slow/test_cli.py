@@ -91,7 +91,7 @@ def test_train_writes_a_complete_run_folder(low_run):
     assert config["scenario_config"]["size"] == 7           # grid's defaults, resolved
     train = config["train"]
     assert train["steps"] == 2000 and train["envs_per_worker"] == 2
-    assert train["workers"] == 1 and train["backend"] == "inline" and train["progress"] is False
+    assert train["workers"] == 1 and train["backend"] == "inline" and train["progress"] == "lines"
     assert set(train["layers"]) == set(config["layer_names"]) == {"high", "mid", "low"}
     assert train["layers"]["low"]["lr"] == 3e-4                # the LayerConfig default
     assert [s["name"] for s in config["stages"]] == ["concurrent"]
