@@ -87,6 +87,18 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
     return RunSpec.from_run(args.resume, steps=args.steps, progress="lines" if args.no_progress else None)
 
 
+def stage_summary(stage: str, info: dict, resumed: bool = False) -> str:
+    """One stage's closing line: this process's env steps, time and rate, and its PPO updates (one
+    per layer batch learnt from, as in the budget table) and optimizer steps (Adam steps, the
+    `optimizer_steps` column of the metrics); a resumed stage also gives the stage's whole count."""
+    run_steps = info.get("env_steps_run", info["env_steps"])
+    sps = run_steps / max(info["seconds"], 1e-9)
+    line = f"stage {stage}: {run_steps:,} env steps in {info['seconds']:.1f} s ({sps:,.0f} steps/s)"
+    if resumed and run_steps != info["env_steps"]:
+        line += f" since the resume, {info['env_steps']:,} in all"
+    return line + f"; PPO updates {info['rounds']}, optimizer steps {info['optimizer_steps']}"
+
+
 def run(args: argparse.Namespace) -> int:
     import signal
 
@@ -132,10 +144,7 @@ def run(args: argparse.Namespace) -> int:
               f"`hdppo train --resume {trainer.out}`", file=sys.stderr)
         return 130
     for stage, info in summary.items():
-        sps = info["env_steps"] / max(info["seconds"], 1e-9)
-        console.print(f"stage {stage}: {info['env_steps']:,} env steps in {info['seconds']:.1f} s "
-                      f"({sps:,.0f} steps/s), PPO updates {info['rounds']} (optimizer steps "
-                      f"{info['updates']})", highlight=False)
+        console.print(stage_summary(stage, info, resumed=bool(args.resume)), highlight=False)
     if not summary:
         console.print(f"nothing to do: the run has done its {spec.train.steps:,} env steps", highlight=False)
     console.print(f"run folder: {trainer.out}   evaluate with `hdppo eval {trainer.out}`")

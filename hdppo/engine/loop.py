@@ -45,6 +45,7 @@ class StageLoop:
         self.last_worker_log: dict[str, float] = {}
         self.t0 = time.perf_counter()
         self.steps_at_start = self.counters["stage_steps"]
+        self.opt_steps_at_start = {n: s.stats.updates for n, s in servers.items()}
         self.rounds: dict[str, int] = {}
         self.since_commit: dict[str, int] = {n: 0 for n in self.order}     # updates since the last run commit
         self.last_commit = time.monotonic()
@@ -91,9 +92,10 @@ class StageLoop:
                 self._run_sync()
         finally:
             self.progress.stop()
-        return {"env_steps": self.counters["stage_steps"],
-                "seconds": time.perf_counter() - self.t0,
-                "updates": {n: s.stats.updates for n, s in self.servers.items()},
+        return {"env_steps": self.counters["stage_steps"],                 # the stage's, resumed part or not
+                "env_steps_run": self.counters["stage_steps"] - self.steps_at_start,   # this process's
+                "seconds": time.perf_counter() - self.t0,                          # this process's
+                "optimizer_steps": {n: s.stats.updates - self.opt_steps_at_start[n] for n, s in self.servers.items()},
                 "rounds": {n: self.rounds.get(n, 0) for n in self.order},
                 "timings": dict(self.timings)}
 
@@ -241,7 +243,7 @@ class StageLoop:
             for w, row in rows.worker_rows(name, update_rows, results).items():
                 self.sink.log(f"{name}/worker_{w}", self.counters["env_steps"], row)
         self.rounds[name] = self.rounds.get(name, 0) + 1
-        self.layer_view[name].update({"updates": server.stats.updates, "version": server.version,
+        self.layer_view[name].update({"optimizer_steps": server.stats.updates, "version": server.version,
                                       "kl": values.get("approx_kl", float("nan")),
                                       "clipfrac": values.get("clipfrac", float("nan"))})
         self.since_commit[name] += 1

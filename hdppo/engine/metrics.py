@@ -176,14 +176,14 @@ def read_csv(run_dir: str | Path, scope: str) -> list[dict[str, float]]:
 
 # (key in the per-layer dict, column title, format)
 LAYER_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("updates", "updates", "{:.0f}"),
+    ("optimizer_steps", "opt. steps", "{:.0f}"),
     ("return", "return", "{:.3g}"),
     ("goal_success", "goal succ.", "{:.2f}"),
     ("kl", "KL", "{:.2e}"),
     ("clipfrac", "clipfrac", "{:.3f}"),
     ("version", "version", "{:.0f}"),
 )
-_SHORT = {"updates": "upd", "return": "ret", "goal_success": "goal", "kl": "kl",
+_SHORT = {"optimizer_steps": "opt", "return": "ret", "goal_success": "goal", "kl": "kl",
           "clipfrac": "clip", "version": "v"}
 
 

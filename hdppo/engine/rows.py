@@ -38,7 +38,7 @@ def layer_row(version: int, updates: int, dropped: int, staleness: dict[int, int
     """One layer's row after an update: server counters, the mean of every number the updates report
     (the loss terms by their names, grad_norm, lr, epochs, ...), staleness, the value fit and
     divergence over each worker's latest batch, the layer's return and goal success."""
-    values: dict[str, float] = {"version": version, "updates": updates, "dropped_gradients": dropped}
+    values: dict[str, float] = {"version": version, "optimizer_steps": updates, "dropped_gradients": dropped}
     for key in dict.fromkeys(k for r in updates_rows for k, v in r.items() if isinstance(v, (int, float))):
         values[key] = float(np.mean([r[key] for r in updates_rows if key in r]))
     if staleness:

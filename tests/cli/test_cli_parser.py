@@ -30,3 +30,15 @@ def test_debug_counts_before_or_after_the_subcommand() -> None:
     assert parse(["--debug", "check", "grid"]).debug is True
     assert parse(["check", "grid", "--debug"]).debug is True
     assert parse(["check", "grid"]).debug is False
+
+
+def test_a_resumed_stage_rates_only_its_own_steps() -> None:
+    """After --resume the summary divided all of the stage's steps by the resumed part's seconds."""
+    from hdppo.cli.train import stage_summary
+    info = {"env_steps": 10_000, "env_steps_run": 2_000, "seconds": 4.0, "rounds": {"low": 5},
+            "optimizer_steps": {"low": 40}}
+    line = stage_summary("concurrent", info, resumed=True)
+    assert line.startswith("stage concurrent: 2,000 env steps in 4.0 s (500 steps/s) since the resume, 10,000 in all")
+    assert "PPO updates {'low': 5}, optimizer steps {'low': 40}" in line
+    fresh = stage_summary("concurrent", {**info, "env_steps_run": 10_000})
+    assert "(2,500 steps/s)" in fresh and "since the resume" not in fresh

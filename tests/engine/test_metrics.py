@@ -94,9 +94,9 @@ def test_tensorboard_event_file(tmp_path: Path) -> None:
 
 
 LAYERS = {
-    "low": {"updates": 3, "return": 1.25, "goal_success": 0.5, "kl": 0.01, "clipfrac": 0.1,
+    "low": {"optimizer_steps": 3, "return": 1.25, "goal_success": 0.5, "kl": 0.01, "clipfrac": 0.1,
             "version": 3},
-    "high": {"updates": 1, "return": float("nan")},
+    "high": {"optimizer_steps": 1, "return": float("nan")},
 }
 
 
@@ -109,7 +109,7 @@ def test_progress_non_tty_prints_lines(capsys) -> None:
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 3  # first update, the message, final state on stop
     assert "SPS 432" in out[0] and "steps 100/1,000 (10.0%)" in out[0]
-    assert "low: upd 3 ret 1.25 goal 0.50" in out[0] and "high: upd 1 ret -" in out[0]
+    assert "low: opt 3 ret 1.25 goal 0.50" in out[0] and "high: opt 1 ret -" in out[0]
     assert out[1] == "a message"
     assert "SPS 999" in out[2] and "steps 200/1,000" in out[2]
 

@@ -212,7 +212,7 @@ def test_async_process_backend_trains_and_counts_staleness(tmp_path):
     counts = {int(k[len("staleness_"):]): int(v) for k, v in last.items()
               if k.startswith("staleness_") and k[len("staleness_"):].isdigit() and v == v}
     assert min(counts) >= 0 and counts.get(0, 0) >= 1          # the first gradient is always fresh
-    assert meta["updates"] == counts[0] == int(last["updates"])
+    assert meta["updates"] == counts[0] == int(last["optimizer_steps"])
     # value_norm statistics are published as versions of their own, one per worker batch
     assert meta["version"] == meta["updates"] + meta["stat_versions"] >= int(last["version"])
     assert meta["stat_versions"] >= 2
