@@ -146,6 +146,9 @@ class Scenario:
     it so workers step many copies with numpy; otherwise copies of env(cfg) are stepped in a loop.
     positions(env) -> [E, U, 2] feeds spatial grouping at reset. scene(env) and goal_xy(env, cfg, layer, goals)
     let `hdppo render` draw an episode of the one-copy PettingZoo env (see hdppo.runtime.render).
+    episode_info(env) -> {metric: number} reports a PettingZoo scenario's episode metrics: called on
+    a copy (as env(cfg) returned it) when its episode ends, before its reset; eval, plot and
+    TensorBoard show them (a native batch implements BatchedEnv.episode_info(e) instead).
     """
 
     name: str
@@ -160,6 +163,7 @@ class Scenario:
     source: str = ""
     scene: Callable[[Any], Any] | None = None        # scene(pettingzoo_env) -> hdppo.sims.Scene
     goal_xy: Callable[[Any, Any, str, np.ndarray], np.ndarray] | None = None   # (env, cfg, layer, goals) -> [N, 2]
+    episode_info: Callable[[Any], dict[str, float]] | None = None   # episode_info(pettingzoo_env) -> metrics
 
     def make_config(self, overrides: dict[str, Any] | None = None) -> Any:
         """The scenario's config with overrides applied; errors name the scenario."""
