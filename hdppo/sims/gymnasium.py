@@ -6,8 +6,9 @@ which a scenario's `env(cfg)` returns:
 
 What such an env looks like, and what the wrapper makes of it:
 
-- observation and action spaces are a `Tuple` (or a list) with one space per agent: agent i is
-  named `agents[i]` (default `agent_0`, `agent_1`, ...) and gets space i;
+- observation and action spaces are a `Tuple` (or a list) of Gymnasium spaces, one per agent:
+  agent i is named `agents[i]` (default `agent_0`, `agent_1`, ...) and gets space i (an env built
+  on the old `gym` package needs Gymnasium spaces first);
 - `step` takes one action per agent as a tuple and returns `(obs, rewards, terminated, truncated,
   info)` (Gymnasium) or `(obs, rewards, done, info)` (old Gym): obs one per agent; rewards a
   list / tuple / array with one entry per agent, or one number that every agent receives; the
