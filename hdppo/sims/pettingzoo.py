@@ -1,9 +1,14 @@
 """PettingZoo as a batched env: `PettingZooBatch` steps E copies of any PettingZoo ParallelEnv and
 converts the per-agent dicts to preallocated arrays over (copy, unit) once per step.
+
+Episode metrics of a copy (`episode_info(e)`, read when its episode ends, before its reset) come
+from two places: the numbers of an `infos[unit]["episode"]` mapping, each unit's latest one
+averaged over the units that gave one, and the scenario's `episode_info(env)` hook, called on the
+copy as `env(cfg)` returned it (its values win).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -42,8 +47,12 @@ class PettingZooBatch(BatchedEnv):
     """
 
     def __init__(self, make_env: Callable[[], Any], units: Sequence[str], n_envs: int,
-                 opponent: Callable[[int, Any], Callable[[dict], dict]] | None = None) -> None:
+                 opponent: Callable[[int, Any], Callable[[dict], dict]] | None = None,
+                 episode_info: Callable[[Any], Mapping[str, float]] | None = None) -> None:
         raw = [make_env() for _ in range(n_envs)]
+        self.raw_envs = raw                       # as env(cfg) returned them, before any padding
+        self._episode_hook = episode_info
+        self._episode_infos: list[dict[int, Mapping]] = [{} for _ in range(n_envs)]   # unit -> infos["episode"]
         self.raw_spaces = {a: (raw[0].observation_space(a), raw[0].action_space(a)) for a in raw[0].possible_agents}
         self.envs = [homogenize(e, units) for e in raw]
         self.n_envs = n_envs
@@ -116,12 +125,14 @@ class PettingZooBatch(BatchedEnv):
             obs, _ = env.reset(seed=None if seed is None else seed + e)
             self.obs[e] = 0.0
             self._write_obs(e, obs)
+            self._episode_infos[e] = {}
 
     def reset_done(self, mask: np.ndarray) -> None:
         for e in np.flatnonzero(mask).tolist():
             obs, _ = self.envs[e].reset()
             self.obs[e] = 0.0
             self._write_obs(e, obs)
+            self._episode_infos[e] = {}
 
     def step(self, actions: np.ndarray) -> EnvStep:
         self._rewards[:] = 0.0
@@ -140,13 +151,16 @@ class PettingZooBatch(BatchedEnv):
             if self._opponent is not None:
                 theirs = {a: o for a, o in self._last_obs[e].items() if a not in self.index and a in live}
                 act.update(self._opponent[e](theirs))
-            obs, rew, term, trunc, _ = env.step(act)
+            obs, rew, term, trunc, infos = env.step(act)
             for agent, r in rew.items():
                 i = self.index.get(agent)
                 if i is not None:
                     self._rewards[e, i] = r
                     self._term[e, i] = term.get(agent, False)
                     self._trunc[e, i] = trunc.get(agent, False)
+                    info = infos.get(agent)
+                    if isinstance(info, Mapping) and isinstance(info.get("episode"), Mapping):
+                        self._episode_infos[e][i] = info["episode"]
             was_alive = self.alive[e].copy()
             self._write_obs(e, obs)
             # a unit that vanished without a flag ended all the same: count it as terminated
@@ -157,6 +171,30 @@ class PettingZooBatch(BatchedEnv):
             self.alive[e] &= ~(self._term[e] | self._trunc[e])
             done[e] = not self.alive[e].any()
         return EnvStep(self._rewards.copy(), self._term.copy(), self._trunc.copy(), done)
+
+    def episode_info(self, env_index: int) -> dict[str, float]:
+        """Copy e's episode metrics: its units' infos["episode"] numbers (mean over the units that gave
+        one), then the scenario's episode_info(env) hook on the copy."""
+        out: dict[str, float] = {}
+        given = list(self._episode_infos[env_index].values())
+        for key in dict.fromkeys(k for d in given for k in d):
+            vals = [float(d[key]) for d in given if isinstance(d.get(key), (int, float, np.number))]
+            if vals:                            # numbers only: other entries (text, arrays) are not metrics
+                out[str(key)] = float(np.mean(vals))
+        if self._episode_hook is not None:
+            got = self._episode_hook(self.raw_envs[env_index])
+            if not isinstance(got, Mapping):
+                from hdppo.errors import ScenarioError
+                raise ScenarioError(f"episode_info(env) returned a {type(got).__name__}, not a dict",
+                                    "return a dict of metric name -> number, e.g. {'success': 1.0}")
+            for key, value in got.items():
+                try:
+                    out[str(key)] = float(value)
+                except (TypeError, ValueError):
+                    from hdppo.errors import ScenarioError
+                    raise ScenarioError(f"episode_info(env) returned {key!r}: {value!r}, which is not a number",
+                                        "return numbers only (a 0/1 outcome as 1.0 / 0.0)") from None
+        return out
 
     def state(self) -> np.ndarray:
         return np.stack([np.asarray(env.state(), dtype=np.float32).reshape(-1) for env in self.envs])

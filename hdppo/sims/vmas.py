@@ -296,6 +296,12 @@ def _field_type(value: Any) -> Any:
                       "give task parameters as bool, int, float or str defaults")
 
 
+def _hdppo_keys() -> set[str]:
+    """The keys of every scenario config (ScenarioConfig: gamma, w_ext, shared_reward, ...): never task parameters."""
+    from hdppo.team.scenario import ScenarioConfig
+    return {f.name for f in dataclasses.fields(ScenarioConfig)}
+
+
 def vmas_config(cls_name: str, *, max_steps: int = 100, continuous_actions: bool = True, layers: int = 1,
                 squad_size: int = 2, goals: int = 4, gamma: float = 0.99, **task: Any) -> type:
     """A config dataclass: the adapter's keys (max_steps, continuous_actions, sim_device: where VMAS
@@ -306,7 +312,7 @@ def vmas_config(cls_name: str, *, max_steps: int = 100, continuous_actions: bool
               ("sim_device", str, "cpu"), ("layers", int, layers), ("squad_size", int, squad_size),
               ("goals", int, goals), ("gamma", float, gamma)]
     for key, value in task.items():
-        if key in ADAPTER_KEYS or key in ("gamma", "w_ext", "w_int", "interval"):
+        if key in ADAPTER_KEYS or key in _hdppo_keys():
             raise ConfigError(f"task parameter {key!r} clashes with an hdppo config key", "rename or drop it")
         fields.append((key, _field_type(value), value))
     return dataclasses.make_dataclass(cls_name, [(k, t, dataclasses.field(default=v)) for k, t, v in fields],
@@ -315,7 +321,7 @@ def vmas_config(cls_name: str, *, max_steps: int = 100, continuous_actions: bool
 
 def task_kwargs(cfg: Any) -> dict[str, Any]:
     """The VMAS task parameters of a vmas_scenario config (every field hdppo does not own)."""
-    own = set(ADAPTER_KEYS) | {"gamma", "w_ext", "w_int", "interval"}
+    own = set(ADAPTER_KEYS) | _hdppo_keys()
     return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in own}
 
 

@@ -17,6 +17,10 @@ def make_env_and_graph(scenario: Scenario, cfg: Any, n_envs: int, seed: int | No
     where = f"scenario {scenario.name!r}"
     batched_env = scenario.batched_env
     if batched_env is not None:
+        if scenario.episode_info is not None:
+            raise ScenarioError("the scenario gives both batched_env and an episode_info(env) hook, which is for "
+                                "PettingZoo scenarios", "drop Scenario(episode_info=...) and implement "
+                                "episode_info(e) on the BatchedEnv (it knows every copy)", where=where)
         env = _call(lambda: batched_env(cfg, n_envs, seed), "batched_env(cfg, n_envs, seed)", where)
         return env, build_graph(scenario, cfg, list(env.units), [], specs)
     probe = _call(lambda: scenario.env(cfg), "env(cfg)", where)
@@ -28,7 +32,7 @@ def make_env_and_graph(scenario: Scenario, cfg: Any, n_envs: int, seed: int | No
     graph = build_graph(scenario, cfg, agents, opponents, specs)   # before the adapter indexes agents by leaf
     controller = None if opp is None else (lambda i, e: opp.controller(cfg, e))
     units = cast(list[str], graph.units)           # the leaves, checked above to be the env's agent names
-    env = PettingZooBatch(lambda: scenario.env(cfg), units, n_envs, controller)
+    env = PettingZooBatch(lambda: scenario.env(cfg), units, n_envs, controller, scenario.episode_info)
     return env, graph
 
 

@@ -5,9 +5,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from hdppo.errors import ScenarioError
 from hdppo.sims.base import BatchedEnv
 from hdppo.team.interfaces import LayerInfo
 from hdppo.team.scenario import Layer
+
+# what an episode record and the run row built from it hold already: a scenario metric may not reuse them
+RESERVED = frozenset({"env", "length", "team_return", "node_returns", "unit_env_returns", "members",
+                      "env_steps", "sps", "cpu_percent", "episodes"})
+RESERVED_PREFIXES = ("return/", "goal_success/")
 
 
 class Episodes(Protocol):
@@ -40,7 +46,14 @@ def episode_stats(hier: Episodes, e: int) -> dict[str, Any]:
         stats["node_returns"] = {spec.name: hier.layers[i].ep_return[e].copy() for i, spec in enumerate(hier.specs)}
         stats["unit_env_returns"] = hier.unit_env_return[e].copy()
         stats["members"] = {spec.name: members(hier, i, e) for i, spec in enumerate(hier.specs)}
-    stats.update(hier.env.episode_info(int(e)))
+    info = hier.env.episode_info(int(e))
+    if info:
+        clash = [k for k in info if k in stats or k in RESERVED or k.startswith(RESERVED_PREFIXES)]
+        if clash:
+            raise ScenarioError(f"the episode metric {clash[0]!r} has the name of a value hdppo records itself",
+                                f"rename it in the scenario's episode_info (names hdppo keeps: "
+                                f"{', '.join(sorted(RESERVED))}, return/LAYER, goal_success/LAYER)")
+        stats.update(info)
     return stats
 
 

@@ -310,7 +310,7 @@ class HierarchyEnv:
             ctx._lazy["prev_features"] = functools.partial(self._pre_features, i, pre_feat, pre_alive)
             ctx._lazy["prev_goal_features"] = functools.partial(self._pre_goal_features, i, pre_feat, pre_alive,
                                                                 pre_goal_cache)
-            reward = spec.w_ext * ext[i]
+            reward = spec.w_ext * (self._team_reward(ext[-1], ext[i].shape) if spec.shared_reward else ext[i])
             if spec.intrinsic is not None and spec.w_int != 0.0:
                 reward = reward + spec.w_int * np.asarray(spec.intrinsic(ctx), dtype=np.float64)
             reward = np.where(pre_alive[i], reward, 0.0)
@@ -332,6 +332,11 @@ class HierarchyEnv:
             self._reset_state(done)
             self._compute_features()
         return StepResult(results, step.rewards, done, episodes)
+
+    @staticmethod
+    def _team_reward(unit_rewards: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """A shared_reward layer's env reward: every node gets its copy's total over all units [E, N]."""
+        return np.broadcast_to(unit_rewards.sum(axis=1, keepdims=True), shape)
 
     def _goal_book(self, i: int) -> GoalBook:
         space = self.specs[i - 1].goal_space

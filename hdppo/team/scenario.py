@@ -34,14 +34,16 @@ Choice = Literal["per_child", "broadcast"]
 class ScenarioConfig:
     """Base config every scenario config extends. Override with key=value or YAML.
 
-    w_ext / w_int / interval are per-layer maps (`w_int.low=0.5`); a layer missing from a map takes
-    the default of its Layer spec (w_ext 1.0).
+    w_ext / w_int / interval / shared_reward are per-layer maps (`w_int.low=0.5`,
+    `shared_reward.low=true`); a layer missing from a map takes the default of its Layer spec
+    (w_ext 1.0, shared_reward False).
     """
 
     gamma: float = 0.99
     w_ext: dict[str, float] = field(default_factory=dict)
     w_int: dict[str, float] = field(default_factory=dict)
     interval: dict[str, int] = field(default_factory=dict)
+    shared_reward: dict[str, bool] = field(default_factory=dict)
 
 
 class LayerContext:
@@ -97,7 +99,9 @@ class Layer:
     for Discrete, the raw vector for Box); goal_success(child_ctx) -> bool [E, Nc] says whether each
     child has reached its goal; intrinsic(ctx) -> [E, N] is this layer's own reward term, weighted by
     w_int; observe(ctx) -> [E, N, D] replaces the default masked mean/max/fraction-alive features;
-    scripted(decision) -> actions drives the layer when it is not trained.
+    scripted(decision) -> actions drives the layer when it is not trained. With shared_reward every
+    node of the layer receives the team's total env reward (the sum over all units of its copy)
+    instead of the sum over its own units.
     """
 
     name: str
@@ -114,6 +118,7 @@ class Layer:
     observe_space: gym.spaces.Box | None = None
     use_state: bool = False
     scripted: Callable[[Any], np.ndarray] | None = None
+    shared_reward: bool = False
 
 
 @dataclass
@@ -146,6 +151,9 @@ class Scenario:
     it so workers step many copies with numpy; otherwise copies of env(cfg) are stepped in a loop.
     positions(env) -> [E, U, 2] feeds spatial grouping at reset. scene(env) and goal_xy(env, cfg, layer, goals)
     let `hdppo render` draw an episode of the one-copy PettingZoo env (see hdppo.runtime.render).
+    episode_info(env) -> {metric: number} reports a PettingZoo scenario's episode metrics: called on
+    a copy (as env(cfg) returned it) when its episode ends, before its reset; eval, plot and
+    TensorBoard show them (a native batch implements BatchedEnv.episode_info(e) instead).
     """
 
     name: str
@@ -160,6 +168,7 @@ class Scenario:
     source: str = ""
     scene: Callable[[Any], Any] | None = None        # scene(pettingzoo_env) -> hdppo.sims.Scene
     goal_xy: Callable[[Any, Any, str, np.ndarray], np.ndarray] | None = None   # (env, cfg, layer, goals) -> [N, 2]
+    episode_info: Callable[[Any], dict[str, float]] | None = None   # episode_info(pettingzoo_env) -> metrics
 
     def make_config(self, overrides: dict[str, Any] | None = None) -> Any:
         """The scenario's config with overrides applied; errors name the scenario."""
@@ -190,7 +199,7 @@ class Scenario:
         names = [getattr(layer, "name", None) for layer in layers]
         if len(set(names)) != len(names):
             raise ScenarioError(f"layer names repeat: {names}", "give every layer its own name", where=where)
-        for key in ("w_ext", "w_int", "interval"):
+        for key in ("w_ext", "w_int", "interval", "shared_reward"):
             unknown = set(getattr(cfg, key, {}) or {}) - set(names)
             if unknown:
                 raise ScenarioError(f"config {key} names unknown layer {sorted(unknown)[0]!r}",
@@ -204,7 +213,8 @@ class Scenario:
                 layer,
                 interval=int(cfg.interval.get(layer.name, layer.interval)),
                 w_ext=float(cfg.w_ext.get(layer.name, layer.w_ext)),
-                w_int=float(cfg.w_int.get(layer.name, layer.w_int)))
+                w_int=float(cfg.w_int.get(layer.name, layer.w_int)),
+                shared_reward=bool((getattr(cfg, "shared_reward", None) or {}).get(layer.name, layer.shared_reward)))
             _check_layer(layer, bottom=(i == len(layers) - 1), where=where)
             out.append(layer)
         for upper, lower in itertools.pairwise(out):
