@@ -80,9 +80,11 @@ def run_check(target: str, overrides: dict[str, Any] | None = None, episodes: in
     if not _api_test(report, "env passes PettingZoo parallel_api_test",
                      lambda: scenario.env(cfg), api_cycles):
         return report
-    # conformance runs with intrinsic terms off and env weights 1, so rewards must be conserved
+    # conformance runs with intrinsic terms off, env weights 1 and every node on its own units' reward,
+    # so rewards must be conserved
     names = [s.name for s in specs]
-    plain = dataclasses.replace(cfg, w_int={n: 0.0 for n in names}, w_ext={n: 1.0 for n in names})
+    plain = dataclasses.replace(cfg, w_int={n: 0.0 for n in names}, w_ext={n: 1.0 for n in names},
+                                shared_reward={n: False for n in names})
     try:
         hier = HierarchyEnv(scenario, plain, n_envs=n_envs, seed=seed)
     except HdppoError as exc:

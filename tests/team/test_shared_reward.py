@@ -83,3 +83,10 @@ def test_a_map_naming_an_unknown_layer_is_refused():
     with pytest.raises(ScenarioError, match="config shared_reward names unknown layer 'units'"):
         scenario.build_layers(scenario.make_config({"shared_reward.units": "true"}))
 
+
+
+def test_check_passes_with_a_shared_layer() -> None:
+    """check's conformance compares each node with its own units, so it runs with the switch off."""
+    from hdppo.team.check import run_check
+    report = run_check("grid", {"shared_reward.low": "true"}, episodes=2, n_envs=2)
+    assert report.ok, [(line.name, line.detail) for line in report.lines if not line.ok]
