@@ -28,6 +28,7 @@ from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.server import ParameterServer
 from hdppo.engine.spec import RunSpec
 from hdppo.errors import ConfigError, HdppoError
+from hdppo.runlock import LOCK_FILE, RunLock
 
 WORK_UNIT = 16 * 256          # env steps per copy x copies of a default collect: worker_timeout covers this much
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
@@ -88,13 +89,22 @@ class Trainer:
             if layer not in spec.layers:
                 raise ConfigError(f"--reinit {layer}: {layer!r} is not a layer this run trains",
                                   f"use one of {spec.layers}")
-        if resume:
-            self._load_state()
-            self._extend_budget()
-            self._settle()
-        else:
-            self._init_run_dir()
-        self.budget: list[StageBudget] = self._plan_budget()     # after every refusal: warnings only for real runs
+        self.lock = RunLock(self.out)               # one writer per run folder, held until run() ends
+        try:
+            if resume:
+                self._load_state()
+                self._extend_budget()
+                self._settle()
+            else:
+                self._init_run_dir()
+            self.budget: list[StageBudget] = self._plan_budget()  # after every refusal: warnings only for real runs
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Give back the run folder's write lock (run() does it when it ends, however it ends)."""
+        self.lock.release()
 
     # ---- setup -------------------------------------------------------------------------------
     def _check_sync_modes(self) -> None:
@@ -113,13 +123,13 @@ class Trainer:
     def _init_run_dir(self) -> None:
         if self.out.exists() and not self.out.is_dir():
             raise ConfigError(f"--out {self.out} is a file, not a folder", "pass a new folder to --out")
-        if self.out.exists() and any(self.out.iterdir()):
-            raise ConfigError(f"run folder {self.out} already exists and is not empty",
-                              f"pass a new --out, or continue it with `hdppo train --resume {self.out}`")
+        self._refuse_non_empty()
         try:
             self.out.mkdir(parents=True, exist_ok=True)
+            self.lock.acquire()
         except OSError as exc:
             raise self.write_error(exc, "nothing (the run did not start)") from None
+        self._refuse_non_empty()                    # again, holding the lock: another start may have won
         config = {"scenario": self.spec.scenario, "scenario_name": self.scenario.name,
                   "scenario_overrides": self.spec.scenario_overrides,
                   "scenario_config": _jsonable(self.cfg), "train": train_config_to_dict(self.tc),
@@ -131,6 +141,11 @@ class Trainer:
             self.commit_now({}, "start")
         except OSError as exc:
             raise self.write_error(exc, "nothing (the run did not start)") from None
+
+    def _refuse_non_empty(self) -> None:
+        if self.out.is_dir() and any(p.name != LOCK_FILE for p in self.out.iterdir()):
+            raise ConfigError(f"run folder {self.out} already exists and is not empty",
+                              f"pass a new --out, or continue it with `hdppo train --resume {self.out}`")
 
     def _plan_budget(self) -> list[StageBudget]:
         """What the budget buys each layer; warns (at train start) about layers with too few updates."""
@@ -146,6 +161,10 @@ class Trainer:
         """Continue from the newest run commit: its state, its layers; metrics cut back to it."""
         if not self.out.is_dir():
             raise ConfigError(f"{self.out} is not a folder", "pass the --out folder of a `hdppo train` run")
+        try:
+            self.lock.acquire()                     # before anything is cleaned, cut or read
+        except OSError as exc:
+            raise self.write_error(exc, "every commit, untouched") from None
         try:
             recover(self.out)
             self.commit, state = choose_commit(self.out, self.stages, self.reinit)
@@ -237,8 +256,11 @@ class Trainer:
             raise
         finally:
             restore()
-            if self.sink is not None:
-                self.sink.close()
+            try:
+                if self.sink is not None:
+                    self.sink.close()
+            finally:
+                self.close()
         return summary
 
     def check_stop(self) -> None:

@@ -87,9 +87,16 @@ def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, determinist
 
 
 def save_eval(run: str | Path, result: dict[str, Any]) -> Path:
-    """Write the evaluation next to the run's config (RUN/eval.json)."""
+    """Write the evaluation next to the run's config (RUN/eval.json), atomically: eval takes no lock
+    (it may run beside training, which never touches eval.json), and a reader never sees half a file."""
+    import os
     path = Path(run) / EVAL_FILE
-    path.write_text(json.dumps({**result, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
+    tmp = path.with_name(f".{EVAL_FILE}.{os.getpid()}.part")    # not *.tmp: a resume cleans those
+    try:
+        tmp.write_text(json.dumps({**result, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
