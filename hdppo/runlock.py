@@ -3,10 +3,10 @@ or a resume.
 
 The lock is the kernel's, on the open file, so it goes when the process ends however it ends
 (normal exit, exception, signal, SIGKILL): a lock file left by a killed run never blocks. The file
-keeps only a note of its holder (pid, command, start time, host) so that a second writer is told who
-holds the folder; the note is never what decides. Readers (`hdppo eval`, `plot`, `hdppo.load`, ...)
-take no lock: a commit becomes visible in one rename, and what they write themselves (eval.json,
-curves.png, export/, diagnose/) training never touches.
+keeps only a note of its holder (pid, command, host; its mtime says since when) so that a second
+writer is told who holds the folder; the note is never what decides. Readers (`hdppo eval`,
+`plot`, `hdppo.load`, ...) take no lock: a commit becomes visible in one rename, and what they
+write themselves (eval.json, curves.png, export/, diagnose/) training never touches.
 
 Where `fcntl` is missing (Windows) the lock is a no-op.
 """
@@ -35,13 +35,17 @@ class RunLocked(HdppoError):
 
 
 def holder(run: str | Path) -> dict[str, Any]:
-    """The note the lock's holder left in RUN/.lock ({} when there is none or it is unreadable)."""
+    """The note the lock's holder left in RUN/.lock (pid, command, host) and since when it holds it
+    (the file's mtime); {} when there is none or it is unreadable."""
     try:
         with open(Path(run) / LOCK_FILE, "rb") as f:
             data = json.loads(f.read(4096).decode("utf-8"))
+            since = os.fstat(f.fileno()).st_mtime
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return {**data, "since": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))}
 
 
 def _alive(pid: Any) -> bool:
@@ -82,12 +86,14 @@ class RunLock:
             except OSError:
                 f.close()
                 raise
-        note = {"pid": os.getpid(), "command": self.command, "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-                "host": socket.gethostname()}
+        note = json.dumps({"pid": os.getpid(), "command": self.command, "host": socket.gethostname()}).encode()
         f.seek(0)
-        f.truncate()
-        f.write(json.dumps(note).encode())
-        f.flush()
+        if f.read(len(note) + 1) != note:      # the same writer again (in-process): the bytes stay as they are
+            f.seek(0)
+            f.truncate()
+            f.write(note)
+            f.flush()
+        os.utime(f.fileno())                    # the lock's start time is the file's mtime
         self._file = f
         return self
 
