@@ -4,6 +4,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -42,40 +46,147 @@ def _is_path(scenario: str) -> bool:
     return scenario.endswith(".py") or "/" in scenario or "\\" in scenario
 
 
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def inside(path: str | Path, folder: str | Path) -> bool:
+    """Whether `path` (links followed) lies in `folder`."""
+    try:
+        Path(path).resolve().relative_to(Path(folder).resolve())
+    except (ValueError, OSError, RuntimeError):
+        return False
+    return True
+
+
 def record_scenario(run: str | Path, scenario: str) -> None:
     """Keep a path scenario usable from anywhere: copy the file into the run folder and record its
-    absolute path and sha256 (built-in names need nothing)."""
+    absolute path and sha256 (built-in names need nothing). Loading the run later uses the original
+    while it is there with this content; the copy runs only with --trust-run (see resolve_scenario)."""
     if not _is_path(scenario):
         return
     src = Path(scenario).resolve()
     if not src.is_file():
         return
     run = Path(run)
-    shutil.copyfile(src, run / SCENARIO_COPY)
-    digest = hashlib.sha256(src.read_bytes()).hexdigest()
-    (run / SCENARIO_SOURCE).write_text(json.dumps({"path": str(src), "sha256": digest}, indent=2))
-
-
-def resolve_scenario(run: str | Path, config: dict[str, Any]) -> str:
-    """What load_scenario should load for this run: a built-in name, the recorded original file if it
-    is unchanged, else the copy in the run folder, else the path as written at train time."""
-    scenario = config["scenario"]
-    if not _is_path(scenario):
-        return scenario
-    run = Path(run)
+    digest = _sha256(src)
     record = run / SCENARIO_SOURCE
-    if record.is_file():
-        info = json.loads(record.read_text())
-        src = Path(info["path"])
-        if src.is_file() and hashlib.sha256(src.read_bytes()).hexdigest() == info["sha256"]:
-            return str(src)      # the original (it may import files next to it)
-    if (run / SCENARIO_COPY).is_file():
-        return str(run / SCENARIO_COPY)
-    if Path(scenario).is_file():
+    if (run / SCENARIO_COPY).is_file() and _read_record(run) == {"path": str(src), "sha256": digest}:
+        return                                      # already recorded (the Trainer does it at the run's start)
+    shutil.copyfile(src, run / SCENARIO_COPY)
+    tmp = record.with_name(record.name + ".tmp")
+    tmp.write_text(json.dumps({"path": str(src), "sha256": digest}, indent=2))
+    tmp.replace(record)
+
+
+def _read_record(run: Path) -> dict[str, str] | None:
+    """scenario_source.json as {"path", "sha256"}, or None when absent or malformed."""
+    try:
+        info = json.loads((run / SCENARIO_SOURCE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(info, dict) and isinstance(info.get("path"), str) and isinstance(info.get("sha256"), str)):
+        return None
+    return {"path": info["path"], "sha256": info["sha256"]}
+
+
+# What the user said about the run folders a command reads: (resolved run folder, trust_run, scenario), newest last.
+# hdppo.load, eval, export and render pass it to resolve_scenario directly; the CLI also sets it here
+# around the code that resolves a run's scenario itself (--resume, diagnose).
+_ACCESS: ContextVar[tuple[tuple[str, bool, str | None], ...]] = ContextVar("hdppo_run_access", default=())
+
+
+@contextmanager
+def run_access(run: str | Path, *, trust_run: bool = False, scenario: str | None = None) -> Iterator[None]:
+    """Inside this block, resolve_scenario(run, ...) trusts the run's own scenario copy if `trust_run`,
+    and loads `scenario` (a name or a path the user gave) instead of the recorded one if given."""
+    token = _ACCESS.set((*_ACCESS.get(), (str(Path(run).resolve()), trust_run, scenario)))
+    try:
+        yield
+    finally:
+        _ACCESS.reset(token)
+
+
+def resolve_scenario(run: str | Path, config: dict[str, Any], *, trust_run: bool | None = None,
+                     scenario: str | None = None) -> str:
+    """What load_scenario should load for this run. A run folder never runs code it carries unless
+    the user says so:
+
+    - `scenario` given (the user's own name or path): that;
+    - a built-in name, or a name the project's ./scenarios has (not one inside the run folder);
+    - a path scenario: the file the run was trained on, while it exists outside the run folder with
+      the sha256 recorded at train time (a folder without that record: the absolute path as written);
+    - only with `trust_run`: the run's own copy, RUN/scenario.py (or the path as written, from here).
+
+    Otherwise a ConfigError naming the file and the fix (--trust-run, or --scenario PATH)."""
+    run = Path(run)
+    key = str(run.resolve())
+    said_trust, said_scenario = next(((t, sc) for k, t, sc in reversed(_ACCESS.get()) if k == key), (False, None))
+    trust_run = said_trust if trust_run is None else trust_run
+    scenario = scenario if scenario is not None else said_scenario
+    if scenario is not None:
+        _warn_if_other(run, scenario)
         return scenario
-    raise ConfigError(f"run {run} was trained on scenario file {scenario}, which is not found from here "
-                      f"and the run folder holds no copy of it",
-                      f"run from the directory you trained in, or copy the file to {run / SCENARIO_COPY}")
+    recorded = config["scenario"]
+    if not _is_path(recorded):
+        from hdppo.team.scenario import user_scenario
+        local = user_scenario(recorded)
+        if local is not None and inside(local, run) and not trust_run:
+            raise _untrusted(run, local, f"scenario {recorded!r} is found as {local}, inside the run folder")
+        return recorded
+    record = _read_record(run)
+    candidates = [Path(record["path"])] if record else []
+    if Path(recorded).is_absolute() and Path(recorded) not in candidates:
+        candidates.append(Path(recorded))
+    for path in candidates:
+        if not path.is_absolute() or not path.is_file() or inside(path, run):
+            continue
+        if record is None or _sha256(path) == record["sha256"]:
+            return str(path)          # the original (it may import files next to it)
+    copy = run / SCENARIO_COPY
+    if trust_run:
+        if copy.is_file():
+            return str(copy)
+        if Path(recorded).is_file():
+            return recorded
+    original = Path(record["path"]) if record else Path(recorded)
+    if record is None and not original.is_absolute():
+        what = f"the scenario file {recorded} (a path relative to where it was trained, with no sha256 recorded)"
+    elif inside(original, run):
+        what = f"the scenario file {original}, inside the run folder"
+    elif not original.is_file():
+        what = f"the scenario file {original}, which is gone"
+    else:
+        what = f"the scenario file {original}, which has changed since the run was trained (its sha256 differs)"
+    if copy.is_file() or inside(original, run):
+        file = copy if copy.is_file() else original
+        raise _untrusted(run, file, f"run {run} was trained on {what}")
+    raise ConfigError(f"run {run} was trained on {what}, and the run folder holds no copy of it",
+                      "pass --scenario PATH (scenario=PATH in Python) naming the scenario file to load it with")
+
+
+def _untrusted(run: Path, file: Path, why: str) -> ConfigError:
+    return ConfigError(f"{why}; what is left is the Python the run folder carries, {file}, which runs only "
+                       "when you say so", f"pass --trust-run (trust_run=True in hdppo.load) if you trust {file}, "
+                       "or --scenario PATH (scenario=PATH) naming a scenario file you trust")
+
+
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _warn_if_other(run: Path, scenario: str) -> None:
+    record = _read_record(run)
+    key = (str(run.resolve()), str(Path(scenario).resolve()))
+    if record is None or not _is_path(scenario) or not Path(scenario).is_file() or key in _WARNED:
+        return
+    if _sha256(Path(scenario)) != record["sha256"]:
+        _WARNED.add(key)
+        warnings.warn(f"scenario file {scenario} is not the one run {run} was trained on (its sha256 differs "
+                      f"from {SCENARIO_SOURCE}'s); the checkpoints are refused if its spaces differ", stacklevel=3)
 
 
 def record_resolved(run: str | Path, **values: Any) -> None:

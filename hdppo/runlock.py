@@ -88,12 +88,11 @@ class RunLock:
                 raise
         note = json.dumps({"pid": os.getpid(), "command": self.command, "host": socket.gethostname()}).encode()
         f.seek(0)
-        if f.read(len(note) + 1) != note:      # the same writer again (in-process): the bytes stay as they are
+        if f.read(len(note) + 1) != note:      # the same writer again (in-process): the file stays as it is
             f.seek(0)
             f.truncate()
-            f.write(note)
+            f.write(note)                       # its mtime: since when the holder holds it
             f.flush()
-        os.utime(f.fileno())                    # the lock's start time is the file's mtime
         self._file = f
         return self
 

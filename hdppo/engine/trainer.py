@@ -28,6 +28,7 @@ from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.server import ParameterServer
 from hdppo.engine.spec import RunSpec
 from hdppo.errors import ConfigError, HdppoError
+from hdppo.runfolder import record_scenario
 from hdppo.runlock import LOCK_FILE, RunLock
 
 WORK_UNIT = 16 * 256          # env steps per copy x copies of a default collect: worker_timeout covers this much
@@ -137,6 +138,7 @@ class Trainer:
                   "layer_names": self.names, "stages": [s.__dict__ for s in self.stages]}
         try:
             _write_json(self.out / "config.json", config)
+            record_scenario(self.out, self.spec.scenario)   # a path scenario's file and sha256, for eval and load
             provenance.record(self.out)             # which code and packages made this run
             self.commit_now({}, "start")
         except OSError as exc:
