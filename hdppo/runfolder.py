@@ -17,23 +17,101 @@ SCENARIO_COPY = "scenario.py"            # a path scenario's file, copied into t
 SCENARIO_SOURCE = "scenario_source.json"  # its absolute path and sha256 at train start
 
 
-def load_run_config(run: str | Path) -> dict[str, Any]:
-    """The run's config.json, or a ConfigError naming the folder."""
-    path = Path(run) / "config.json"
+CONFIG = "config.json"
+CONFIG_LIMIT = 16 << 20          # a config.json larger than this is not one hdppo wrote
+# what every reader of a run needs from config.json, and its type
+CONFIG_KEYS: dict[str, type] = {"scenario": str, "scenario_overrides": dict, "train": dict, "layers": list,
+                                "layer_names": list}
+
+
+def load_run_config(run: str | Path, need: tuple[str, ...] = tuple(CONFIG_KEYS)) -> dict[str, Any]:
+    """The run's config.json, checked: valid JSON, an object, the keys in `need` of their types, layer
+    names that stay inside the run folder. A ConfigError naming the file and the fix otherwise."""
+    path = Path(run) / CONFIG
     if not path.is_file():
         raise ConfigError(f"{run} is not an hdppo run folder (no config.json)",
                           "pass the --out folder of a `hdppo train` run")
-    return json.loads(path.read_text())
+    fix = (f"restore {path} from a copy of the run (it holds the run's scenario and settings, which nothing "
+           "else in the folder records)")
+    try:
+        if path.stat().st_size > CONFIG_LIMIT:
+            raise ConfigError(f"{path} is over {CONFIG_LIMIT >> 20} MiB, not a config hdppo wrote", fix)
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not text (byte {exc.start}): it was damaged or replaced", fix) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): it "
+                          "was cut short or edited", fix) from None
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be read ({exc.strerror or exc})", fix) from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path} holds a {type(config).__name__}, not an hdppo run config (an object)", fix)
+    for key in need:
+        want = CONFIG_KEYS.get(key, object)
+        if key not in config:
+            raise ConfigError(f"{path} has no {key!r}: it is not a whole hdppo run config", fix)
+        if not isinstance(config[key], want):
+            raise ConfigError(f"{path} has {key!r} = {config[key]!r}, not a {want.__name__}", fix)
+    for key in ("layers", "layer_names"):
+        for name in config.get(key, []) if isinstance(config.get(key), list) else []:
+            if not _plain(name):
+                raise ConfigError(f"{path} names layer {name!r} in {key!r}, which is not a plain folder name "
+                                  "(it would lead outside the run folder)", fix)
+    train = config.get("train")
+    if isinstance(train, dict) and not (isinstance(train.get("layers", {}), dict)
+                                        and all(isinstance(v, dict) for v in train.get("layers", {}).values())):
+        raise ConfigError(f"{path} has a 'train' whose 'layers' is not an object of layer settings", fix)
+    frozen = config.get("frozen", {})
+    if not (isinstance(frozen, dict) and all(_plain(k) and isinstance(v, str) for k, v in frozen.items())):
+        raise ConfigError(f"{path} has a 'frozen' that is not an object of layer -> checkpoint folder", fix)
+    return config
+
+
+def _plain(name: Any) -> bool:
+    from hdppo.engine.commit import plain_name
+    return plain_name(name)
 
 
 def team_checkpoints(run: str | Path, config: dict[str, Any]) -> dict[str, str]:
     """Checkpoint folder per layer that acts from one: the run's own, else the one it loaded frozen."""
     frozen = dict(config.get("frozen", {}))
+    link = Path(run) / "checkpoints"
+    if link.exists() and not inside(link, run):
+        raise ConfigError(f"{link} leads outside the run folder (to {link.resolve()})",
+                          f"point it at the newest commit: `hdppo train --resume {run}` does, or "
+                          f"`ln -sfn commits/NNNNNN {link}`")
     for layer in config["layer_names"]:
-        ckpt = Path(run) / "checkpoints" / layer
+        ckpt = link / layer
         if (ckpt / "meta.json").is_file():
             frozen[layer] = str(ckpt)
     return frozen
+
+
+def check_team(run: str | Path, config: dict[str, Any]) -> dict[str, str]:
+    """team_checkpoints(run, config), each checked before anything reads its tensors: meta.json's
+    format and policy, the tensors file's size (against meta.json, its header, and the commit's
+    manifest) and the policy's sizes against the tensors. CheckpointError naming the file otherwise."""
+    from hdppo.engine.checkpoint import CheckpointError, inspect_checkpoint
+    team = team_checkpoints(run, config)
+    manifest = _manifest_sizes(Path(run) / "checkpoints")
+    for layer, path in team.items():
+        name = "tensors.safetensors"
+        want, file = manifest.get(f"{layer}/{name}"), Path(path) / name
+        if want is not None and Path(path).parent == Path(run) / "checkpoints" and file.is_file() \
+                and file.stat().st_size != want:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {name} is {file.stat().st_size:,} bytes, "
+                                  f"the commit's manifest.json records {want:,}; restore the run's newest "
+                                  "commit or evaluate an older one")
+        inspect_checkpoint(path)
+    return team
+
+
+def _manifest_sizes(commit: Path) -> dict[str, int]:
+    try:
+        sizes = json.loads((commit / "manifest.json").read_text()).get("sizes", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {k: v for k, v in sizes.items() if isinstance(v, int)} if isinstance(sizes, dict) else {}
 
 
 def untrained_layers(run: str | Path, config: dict[str, Any]) -> list[str]:

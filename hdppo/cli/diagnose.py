@@ -22,7 +22,8 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
 
 
 def run(args: argparse.Namespace) -> int:
-    from hdppo.runfolder import run_access
+    from hdppo.runfolder import check_team, load_run_config, run_access
+    check_team(args.run, load_run_config(args.run))        # the checkpoints the workers will build from
     with run_access(args.run, trust_run=args.trust_run, scenario=args.scenario_file):
         return _run(args)
 

@@ -17,18 +17,18 @@ from typing import Any
 from hdppo import provenance
 from hdppo.engine.backends import make_backend
 from hdppo.engine.budget import StageBudget, plan_budget, starved
-from hdppo.engine.checkpoint import CheckpointError, check_compatible, load_checkpoint
+from hdppo.engine.checkpoint import CheckpointError, check_compatible, inspect_checkpoint, load_checkpoint
 from hdppo.engine.commit import Commit, point_checkpoints, recover, write_commit
 from hdppo.engine.config import TrainConfig, check_train_config, train_config_to_dict
 from hdppo.engine.loop import StageLoop
 from hdppo.engine.messages import WorkerSpec
 from hdppo.engine.metrics import MetricsSink
-from hdppo.engine.resume import choose_commit, metrics_rows, truncate_metrics
+from hdppo.engine.resume import check_metrics, choose_commit, metrics_rows, truncate_metrics
 from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.server import ParameterServer
 from hdppo.engine.spec import RunSpec
 from hdppo.errors import ConfigError, HdppoError
-from hdppo.runfolder import record_scenario
+from hdppo.runfolder import load_run_config, record_scenario
 from hdppo.runlock import LOCK_FILE, RunLock
 
 WORK_UNIT = 16 * 256          # env steps per copy x copies of a default collect: worker_timeout covers this much
@@ -117,6 +117,7 @@ class Trainer:
     def _check_frozen(self) -> None:
         for layer, path in self.spec.frozen.items():
             info = self.infos[self.names.index(layer)]
+            inspect_checkpoint(path)              # its policy entry rebuilds it in the workers: checked first
             _, meta = load_checkpoint(path)       # refuses a corrupt checkpoint here, before any work
             check_compatible(meta, {"obs_dim": info.obs_dim, "action_space": repr(info.action_space)},
                              f"--load {layer}={path}")
@@ -177,6 +178,7 @@ class Trainer:
     def _settle(self) -> None:
         """Once the resume is accepted: metrics cut back to the commit, checkpoints/ pointing at it."""
         assert self.commit is not None
+        check_metrics(self.out, self.commit.manifest.get("metrics_rows", {}))     # refused before anything is cut
         try:
             self.dropped_rows = truncate_metrics(self.out, self.commit.manifest.get("metrics_rows", {}))
             point_checkpoints(self.out, self.commit.number)
@@ -190,7 +192,7 @@ class Trainer:
         """`--resume RUN --steps N` past what the run has done: the last stage trains on to N env steps in all."""
         done = int(self.state["env_steps"])
         config_path = self.out / "config.json"
-        config = json.loads(config_path.read_text())
+        config = load_run_config(self.out)
         if self.tc.steps < done and config["train"].get("steps") != self.tc.steps:
             raise ConfigError(f"--steps {self.tc.steps:,} is fewer than the {done:,} env steps run {self.out} "
                               "has already done, so resuming would do nothing",

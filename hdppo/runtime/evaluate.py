@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from hdppo.errors import ConfigError
-from hdppo.runfolder import load_run_config, resolve_scenario, team_checkpoints, untrained_layers
+from hdppo.runfolder import check_team, load_run_config, resolve_scenario, team_checkpoints, untrained_layers
 from hdppo.stats import mean_ci, outcome_ci
 
 STANDARD_KEYS = ("team_return", "length", "env")   # with return/LAYER: what every episode record has
@@ -35,7 +35,7 @@ def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: 
     from hdppo.engine.params import MemoryParams
     from hdppo.engine.worker import Worker
     config = load_run_config(run)
-    frozen = team_checkpoints(run, config)
+    frozen = check_team(run, config)           # every checkpoint checked before a worker builds from it
     train = dict(config["train"])
     train.update(seed=seed, envs_per_worker=envs)
     scenario_overrides = dict(config["scenario_overrides"])

@@ -227,7 +227,7 @@ def load(run: str | Path, *, deterministic: bool = False, seed: int | None = Non
     it is unchanged; `scenario` (a name or a path) loads another; the run folder's own copy of the
     scenario file (RUN/scenario.py) runs only with `trust_run=True` (docs/deploy.md).
     """
-    from hdppo.runfolder import load_run_config, resolve_scenario, team_checkpoints, untrained_layers
+    from hdppo.runfolder import check_team, load_run_config, resolve_scenario, untrained_layers
     from hdppo.team.scenario import load_scenario
     config = load_run_config(run)
     missing = untrained_layers(run, config)
@@ -242,4 +242,4 @@ def load(run: str | Path, *, deterministic: bool = False, seed: int | None = Non
     if seed is None:
         from hdppo.engine.worker import worker_seed
         seed = worker_seed(int(config.get("train", {}).get("seed", 0)), 0)
-    return Team(loaded, cfg, team_checkpoints(run, config), deterministic=deterministic, seed=seed)
+    return Team(loaded, cfg, check_team(run, config), deterministic=deterministic, seed=seed)
