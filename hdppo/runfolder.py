@@ -21,7 +21,7 @@ CONFIG = "config.json"
 CONFIG_LIMIT = 16 << 20          # a config.json larger than this is not one hdppo wrote
 # what every reader of a run needs from config.json, and its type
 CONFIG_KEYS: dict[str, type] = {"scenario": str, "scenario_overrides": dict, "train": dict, "layers": list,
-                                "layer_names": list}
+                                "layer_names": list, "frozen": dict}
 
 
 def load_run_config(run: str | Path, need: tuple[str, ...] = tuple(CONFIG_KEYS)) -> dict[str, Any]:
@@ -64,6 +64,12 @@ def load_run_config(run: str | Path, need: tuple[str, ...] = tuple(CONFIG_KEYS))
     frozen = config.get("frozen", {})
     if not (isinstance(frozen, dict) and all(_plain(k) and isinstance(v, str) for k, v in frozen.items())):
         raise ConfigError(f"{path} has a 'frozen' that is not an object of layer -> checkpoint folder", fix)
+    if "train" in need:
+        from hdppo.engine.config import train_config_from_dict
+        try:
+            train_config_from_dict(config["train"])        # every value of the type its setting takes
+        except ConfigError as exc:
+            raise ConfigError(f"{path} has a training setting hdppo cannot use: {exc.problem}", fix) from None
     return config
 
 
@@ -164,6 +170,8 @@ def record_scenario(run: str | Path, scenario: str) -> None:
 def _read_record(run: Path) -> dict[str, str] | None:
     """scenario_source.json as {"path", "sha256"}, or None when absent or malformed."""
     try:
+        if (run / SCENARIO_SOURCE).stat().st_size > 1 << 20:
+            return None
         info = json.loads((run / SCENARIO_SOURCE).read_text())
     except (OSError, ValueError):
         return None
