@@ -24,18 +24,18 @@ Curve = tuple[np.ndarray, np.ndarray]
 
 
 def _config(run: Path) -> dict[str, Any]:
-    if not (run / "config.json").is_file():
-        raise ConfigError(f"{run} is not an hdppo run folder (no config.json)", "pass --out folders of `hdppo train`")
-    return json.loads((run / "config.json").read_text())
+    from hdppo.runfolder import load_run_config
+    return load_run_config(run, need=("layer_names",))      # all plot needs; a damaged file is one line
 
 
 def seed_group_key(config: dict[str, Any]) -> str:
     """What makes runs replicates of one config: everything in config.json but the seed, the resolved
     values and the settings that do not change training (the budget, `--no-progress`, intervals, ...)."""
     c = json.loads(json.dumps(config))
-    train = c.get("train", {})
-    for key in ("seed", *NOT_TRAINING):
-        train.pop(key, None)
+    train = c.get("train")
+    if isinstance(train, dict):
+        for key in ("seed", *NOT_TRAINING):
+            train.pop(key, None)
     c.pop("resolved", None)
     return json.dumps(c, sort_keys=True)
 
@@ -47,7 +47,7 @@ def run_curves(run: Path, layers: list[str] | None = None) -> dict[str, dict[str
     for scope in ["run"] + list(layers or config["layer_names"]):
         if not scope_file(run, scope).is_file():
             continue
-        rows = read_csv(run, scope)
+        rows = _read(run, scope)
         metrics: dict[str, Curve] = {}
         for key in sorted({k for r in rows for k in r} - NOT_METRICS):
             pts = [(r["step"], r[key]) for r in rows if key in r and not math.isnan(r[key])]
@@ -55,6 +55,25 @@ def run_curves(run: Path, layers: list[str] | None = None) -> dict[str, dict[str
                 metrics[key] = (np.array([p[0] for p in pts], float), np.array([p[1] for p in pts], float))
         out[scope] = metrics
     return out
+
+
+def _read(run: Path, scope: str) -> list[dict[str, float]]:
+    """A metrics CSV's rows, or a ConfigError naming the file when it is not one (garbage, cut short)."""
+    import csv
+    path = scope_file(run, scope)
+    try:
+        rows = read_csv(run, scope)
+    except UnicodeDecodeError as exc:
+        why = f"it is not text (byte {exc.start})"
+    except (ValueError, TypeError, csv.Error) as exc:
+        why = f"a row does not parse ({exc})"
+    else:
+        if rows and not all(isinstance(r.get("step"), int) for r in rows):
+            why = "it has no `step` column"
+        else:
+            return rows
+    raise ConfigError(f"metrics file {path} cannot be plotted: {why}",
+                      f"restore it, or move it aside to plot the run without {scope}'s curves")
 
 
 def band(curves: list[Curve], points: int = 100,

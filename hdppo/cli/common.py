@@ -15,6 +15,15 @@ def shared_flags() -> argparse.ArgumentParser:
     return parent
 
 
+def add_trust_flags(p: argparse.ArgumentParser) -> None:
+    """--trust-run and --scenario: what a command that loads a run's scenario may run (docs/deploy.md)."""
+    p.add_argument("--trust-run", action="store_true",
+                   help="let the run folder's own copy of its scenario file (RUN/scenario.py) run; without it only "
+                        "built-in or ./scenarios names, or the unchanged file the run was trained on, are loaded")
+    p.add_argument("--scenario", dest="scenario_file", metavar="NAME|PATH",
+                   help="load the run with this scenario (e.g. its file, moved) instead of the one it recorded")
+
+
 def checkpoint_message(exc: CheckpointError) -> str:
     """A CheckpointError's 'problem; fix' text as the CLI's two lines: the problem, then `fix: ...`."""
     problem, sep, fix = str(exc).rpartition("; ")

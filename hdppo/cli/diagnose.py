@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from hdppo.cli.common import add_trust_flags
+
 
 def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("diagnose", parents=parents, help="one PNG per layer: workers' state embedding and "
@@ -15,10 +17,18 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
                    "N workers' data and compare final team returns (do more workers help?)")
     p.add_argument("--ablate-steps", type=int, default=0, help="env steps per ablation run (default: the run's "
                    "budget, at most 100,000)")
+    add_trust_flags(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from hdppo.runfolder import check_team, load_run_config, run_access
+    check_team(args.run, load_run_config(args.run))        # the checkpoints the workers will build from
+    with run_access(args.run, trust_run=args.trust_run, scenario=args.scenario_file):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hdppo.analysis.ablate import ablate, ablation_plan

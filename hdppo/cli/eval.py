@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from hdppo.cli.common import add_trust_flags
+
 
 def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("eval", parents=parents,
@@ -16,6 +18,7 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
                    help="print the result as JSON (it is always written to RUN/eval.json)")
     p.add_argument("--allow-untrained", action="store_true",
                    help="evaluate even when a trained layer has no checkpoint (it then plays scripted or uniformly)")
+    add_trust_flags(p)
     p.set_defaults(func=run)
 
 
@@ -28,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from hdppo.overrides import parse_assignments
     from hdppo.runtime.evaluate import evaluate, format_ci, save_eval
     res = evaluate(args.run, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
-                   overrides=parse_assignments(args.overrides), allow_untrained=args.allow_untrained)
+                   overrides=parse_assignments(args.overrides), allow_untrained=args.allow_untrained,
+                   trust_run=args.trust_run, scenario=args.scenario_file)
     path = save_eval(args.run, res)
     if args.json:
         print(json.dumps(res, indent=2))

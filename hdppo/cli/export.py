@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from hdppo.cli.common import add_trust_flags
+
 
 def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("export", parents=parents,
@@ -11,6 +13,7 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
     p.add_argument("--format", default="onnx", help="onnx (default) or torchscript")
     p.add_argument("--out", help="folder to write (default RUN/export)")
     p.add_argument("--opset", type=int, default=18, help="ONNX opset")
+    add_trust_flags(p)
     p.set_defaults(func=run)
 
 
@@ -19,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
     from hdppo.runtime.export import export_team
     out = Path(args.out) if args.out else Path(args.run) / "export"
-    path = export_team(args.run, out, args.format, args.opset)
+    path = export_team(args.run, out, args.format, args.opset, trust_run=args.trust_run,
+                       scenario_path=args.scenario_file)
     print(f"wrote {path} and the layers' {args.format} models next to it")
     return 0

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from hdppo.cli.common import add_trust_flags
+
 
 def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("render", parents=parents,
@@ -17,6 +19,7 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
     p.add_argument("--pixels", type=int, default=320, help="frame width and height")
     p.add_argument("--seed", type=int, default=0, help="episode k resets the env with seed + k")
     p.add_argument("--sample", action="store_true", help="sample actions instead of the most likely")
+    add_trust_flags(p)
     p.set_defaults(func=run)
 
 
@@ -25,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from hdppo.runtime.render import render_episodes
     out, frames = render_episodes(args.run, args.out, args.episodes, parse_assignments(args.overrides),
                                   max_steps=args.max_steps, every=args.every, fps=args.fps, pixels=args.pixels,
-                                  deterministic=not args.sample, seed=args.seed)
+                                  deterministic=not args.sample, seed=args.seed, trust_run=args.trust_run,
+                                  scenario_path=args.scenario_file)
     print(f"wrote {out} ({frames} frames)")
     return 0

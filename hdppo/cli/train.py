@@ -35,6 +35,10 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
                    help="with --resume: re-create LAYER from random weights "
                         "(when its checkpoint is missing or damaged)")
     p.add_argument("--no-progress", action="store_true", help="print plain progress lines instead of a live table")
+    p.add_argument("--trust-run", action="store_true",
+                   help="with --resume: let the run folder's own copy of its scenario file (RUN/scenario.py) run")
+    p.add_argument("--scenario", dest="scenario_file", metavar="NAME|PATH",
+                   help="with --resume: continue with this scenario (e.g. its file, moved) instead of the recorded one")
     p.set_defaults(func=run)
 
 
@@ -82,9 +86,11 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
         given.append("--layer")
     if given:
         raise ConfigError(f"--resume continues {args.resume} exactly as its config.json says, so {', '.join(given)} "
-                          "would be ignored", "drop them (only --steps and --reinit go with --resume), or start a "
-                          "new run with --out")
-    return RunSpec.from_run(args.resume, steps=args.steps, progress="lines" if args.no_progress else None)
+                          "would be ignored", "drop them (only --steps, --reinit, --trust-run and --scenario go "
+                          "with --resume), or start a new run with --out")
+    from hdppo.runfolder import run_access
+    with run_access(args.resume, trust_run=args.trust_run, scenario=args.scenario_file):
+        return RunSpec.from_run(args.resume, steps=args.steps, progress="lines" if args.no_progress else None)
 
 
 def stage_summary(stage: str, info: dict, resumed: bool = False) -> str:
@@ -114,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
         spec = resume_spec(args)
         trainer = Trainer(spec, resume=True, reinit=reinit)
     else:
-        if reinit:
-            raise ConfigError("--reinit only goes with --resume", "drop --reinit, or add --resume RUN")
+        for flag, given in (("--reinit", reinit), ("--trust-run", args.trust_run), ("--scenario", args.scenario_file)):
+            if given:
+                raise ConfigError(f"{flag} only goes with --resume", f"drop {flag}, or add --resume RUN")
         spec = train_spec(args)
         trainer = Trainer(spec)
         record_scenario(trainer.out, spec.scenario)     # eval / load / render work from any directory

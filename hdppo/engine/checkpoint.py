@@ -8,7 +8,9 @@ half-written checkpoint under the target path.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 import os
 import shutil
 import uuid
@@ -95,6 +97,7 @@ def save_checkpoint(path: str | Path, tensors: dict[str, torch.Tensor], meta: di
                 "format": FORMAT_NAME,
                 "format_version": FORMAT_VERSION,
                 "tensors_sha256": digest,
+                "tensors_bytes": len(blob),
                 "tensor_count": len(flat),
                 "meta": meta,
             },
@@ -157,11 +160,12 @@ def _leftover_hint(path: Path) -> str:
     return f"; an interrupted save left the previous checkpoint at {olds[-1]} (rename it to {path})"
 
 
-def load_checkpoint(
-    path: str | Path, device: str | torch.device = "cpu"
-) -> tuple[dict[str, torch.Tensor], dict]:
-    """Read and verify a checkpoint; returns ``(tensors, meta)`` or raises CheckpointError."""
-    path = Path(path)
+META_LIMIT = 16 << 20           # a meta.json larger than this is not one hdppo wrote
+HEADER_LIMIT = 100 << 20        # safetensors' own bound on its JSON header
+
+
+def _read_doc(path: Path) -> dict:
+    """meta.json of a checkpoint folder, checked for format; CheckpointError otherwise."""
     if not path.exists():
         raise CheckpointError(
             f"checkpoint {path} does not exist; check the path given to --load"
@@ -177,7 +181,10 @@ def load_checkpoint(
             raise CheckpointError(
                 f"checkpoint {path} is incomplete: {name} is missing; {_FIX_CORRUPT}"
             )
-
+    if (path / META_FILE).stat().st_size > META_LIMIT:
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt: {META_FILE} is over {META_LIMIT >> 20} MiB; {_FIX_CORRUPT}"
+        )
     try:
         doc = json.loads((path / META_FILE).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -200,20 +207,133 @@ def load_checkpoint(
             f"checkpoint {path} has format version {version!r}, this hdppo reads version "
             f"{FORMAT_VERSION}; {fix}"
         )
-    expected = doc.get("tensors_sha256")
-    user_meta = doc.get("meta")
-    if not isinstance(expected, str) or not isinstance(user_meta, dict):
+    if not isinstance(doc.get("tensors_sha256"), str) or not isinstance(doc.get("meta"), dict):
         raise CheckpointError(
             f"checkpoint {path} is corrupt: {META_FILE} lacks tensors_sha256 or meta; {_FIX_CORRUPT}"
         )
+    return doc
 
-    blob = (path / TENSORS_FILE).read_bytes()
-    actual = hashlib.sha256(blob).hexdigest()
+
+def tensor_shapes(path: str | Path, expected_bytes: Any = None) -> dict[str, tuple[int, ...]]:
+    """The shapes in a checkpoint's tensors file, from its safetensors header alone (nothing else is
+    read). CheckpointError when the file's size is not `expected_bytes` (meta.json's record, when
+    given) or not what its header describes: truncated, padded or replaced."""
+    path = Path(path)
+    file = path / TENSORS_FILE
+    size = file.stat().st_size
+    bad = f"checkpoint {path} is corrupt: {TENSORS_FILE}"
+    if isinstance(expected_bytes, int) and not isinstance(expected_bytes, bool) and size != expected_bytes:
+        raise CheckpointError(f"{bad} sha256 mismatch, known without reading it: it is {size:,} bytes, "
+                              f"{META_FILE} records {expected_bytes:,}; {_FIX_CORRUPT}")
+    with open(file, "rb") as f:
+        head = f.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 2 <= n <= min(HEADER_LIMIT, size - 8):
+            raise CheckpointError(f"{bad} has no readable safetensors header; {_FIX_CORRUPT}")
+        try:
+            header = json.loads(f.read(n).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            header = None
+    shapes: dict[str, tuple[int, ...]] = {}
+    end = 0
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{bad} has no readable safetensors header; {_FIX_CORRUPT}")
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (isinstance(shape, list) and all(_count(d) for d in shape) and isinstance(offsets, list)
+                and len(offsets) == 2 and all(_count(o) for o in offsets)):
+            raise CheckpointError(f"{bad}: the header entry of {name!r} is malformed; {_FIX_CORRUPT}")
+        shapes[name] = tuple(shape)
+        end = max(end, offsets[1])
+    if size != 8 + n + end:
+        raise CheckpointError(f"{bad} sha256 mismatch, known without reading it: it is {size:,} bytes, its "
+                              f"header describes {8 + n + end:,} (truncated, padded or replaced); {_FIX_CORRUPT}")
+    return shapes
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def check_policy_meta(path: str | Path, meta: dict, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Refuse a checkpoint whose meta `policy` (what rebuilds its network) is malformed or names sizes
+    its tensors do not have, before anything is built: a hand-edited `hidden=[1e7, 1e7]` would
+    otherwise allocate 400 TB."""
+    from hdppo.policies.factory import POLICIES
+    from hdppo.policies.mlp import ACTIVATIONS
+    where = f"checkpoint {path}: {META_FILE}"
+    fix = "restore the checkpoint, or point at another one (re-run training to write a new one)"
+    p = meta.get("policy")
+    if not isinstance(p, dict):
+        raise CheckpointError(f"{where} has no policy entry (what rebuilds the layer's network); {fix}")
+    hidden = p.get("hidden")
+    problems = []
+    if not isinstance(p.get("kind"), str) or p["kind"] not in POLICIES:
+        problems.append(f"kind {p.get('kind')!r} is none of {sorted(POLICIES)}")
+    if not isinstance(hidden, list) or not hidden or not all(_count(h) and h > 0 for h in hidden):
+        problems.append(f"hidden {hidden!r} is not a list of sizes >= 1")
+    if not isinstance(p.get("activation"), str) or p["activation"] not in ACTIVATIONS:
+        problems.append(f"activation {p.get('activation')!r} is none of {list(ACTIVATIONS)}")
+    if not _count(p.get("n_roles")):
+        problems.append(f"n_roles {p.get('n_roles')!r} is not a count")
+    for key in ("centralized", "value_norm"):
+        if key in p and not isinstance(p[key], bool):
+            problems.append(f"{key} {p[key]!r} is not true or false")
+    if problems:
+        raise CheckpointError(f"{where} has a malformed policy: {'; '.join(problems)}; {fix}")
+    assert isinstance(hidden, list)
+    model = [shape for name, shape in shapes.items() if name.startswith(MODEL_PREFIX)]
+    dims = {d for shape in model for d in shape}
+    elements = sum(math.prod(shape) for shape in model)
+    missing = [h for h in hidden if h not in dims] if p["kind"] == "mlp" else [h for h in hidden if h > elements]
+    needed = sum(a * b for a, b in itertools.pairwise(hidden))
+    if missing or needed > elements:
+        raise CheckpointError(f"{where} says hidden={hidden}, which its {TENSORS_FILE} does not hold ("
+                              + (f"no tensor has a dimension of {missing[0]:,}" if missing
+                                 else f"{needed:,} weights needed, {elements:,} stored") + f"); {fix}")
+
+
+def inspect_checkpoint(path: str | Path, policy: bool = True) -> tuple[dict, dict[str, tuple[int, ...]]]:
+    """A checkpoint's meta and tensor shapes, checked without reading its tensors: the format, the
+    tensors file's size (against meta.json and its own header) and, with `policy`, the policy
+    entry against the shapes. CheckpointError naming the file otherwise."""
+    path = Path(path)
+    doc = _read_doc(path)
+    shapes = tensor_shapes(path, doc.get("tensors_bytes"))
+    if policy or "policy" in doc["meta"]:
+        check_policy_meta(path, doc["meta"], shapes)
+    return doc["meta"], shapes
+
+
+def load_checkpoint(
+    path: str | Path, device: str | torch.device = "cpu"
+) -> tuple[dict[str, torch.Tensor], dict]:
+    """Read and verify a checkpoint; returns ``(tensors, meta)`` or raises CheckpointError.
+
+    Nothing large is read before it is checked: the tensors file's size against meta.json and its
+    header, then its sha256 in chunks, then the tensors; a meta `policy` is checked against the
+    tensors' shapes."""
+    path = Path(path)
+    doc = _read_doc(path)
+    expected = doc["tensors_sha256"]
+    user_meta = doc["meta"]
+    shapes = tensor_shapes(path, doc.get("tensors_bytes"))
+    if "policy" in user_meta:
+        check_policy_meta(path, user_meta, shapes)
+    h = hashlib.sha256()
+    with open(path / TENSORS_FILE, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    actual = h.hexdigest()
     if actual != expected:
         raise CheckpointError(
             f"checkpoint {path} is corrupt: {TENSORS_FILE} sha256 mismatch "
             f"(expected {expected[:12]}..., found {actual[:12]}...); {_FIX_CORRUPT}"
         )
+    blob = (path / TENSORS_FILE).read_bytes()
     try:
         tensors = _st_load(blob)
     except Exception as e:  # safetensors raises its own error types

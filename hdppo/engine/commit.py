@@ -18,6 +18,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ MANIFEST = "manifest.json"
 STATE = "state.json"
 LINK = "checkpoints"
 KEEP = 3                       # complete commits kept (the newest and two fallbacks)
+NUMBER = re.compile(r"[0-9]+")  # a commit folder's name: ASCII digits only ('²'.isdigit() is true, int() fails)
+SHA256 = re.compile(r"[0-9a-f]{64}")
+STATE_LIMIT = 16 << 20         # a state.json larger than this is not one hdppo wrote
 
 _writes = 0                    # write steps of commits in this process (fault injection)
 
@@ -86,7 +90,10 @@ class Commit:
         return self.path / layer
 
     def state(self) -> dict[str, Any]:
-        return json.loads((self.path / STATE).read_text())
+        path = self.path / STATE
+        if path.stat().st_size > STATE_LIMIT:
+            raise ValueError(f"{path} is over {STATE_LIMIT >> 20} MiB, not a state hdppo wrote")
+        return json.loads(path.read_text())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,16 +123,20 @@ def write_commit(run: Path, number: int, state: dict[str, Any],
                     shutil.copy2(src / name, tmp / layer / name)
             _fsync_dir(tmp / layer)
             _fault_point()
+        sizes: dict[str, int] = {}
         for layer in [*fresh, *carried]:
             for name in (TENSORS_FILE, META_FILE):
                 files[f"{layer}/{name}"] = sha256_file(tmp / layer / name)
+                sizes[f"{layer}/{name}"] = (tmp / layer / name).stat().st_size
         state_bytes = json.dumps(state, indent=2, default=str).encode()
         _write_bytes(tmp / STATE, state_bytes)
         files[STATE] = hashlib.sha256(state_bytes).hexdigest()
+        sizes[STATE] = len(state_bytes)
         _fault_point()
         manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "commit": number,
                     "env_steps": int(state.get("env_steps", 0)), "stage": int(state.get("stage", 0)),
-                    "layers": sorted([*fresh, *carried]), "files": files, "metrics_rows": metrics_rows}
+                    "layers": sorted([*fresh, *carried]), "files": files, "sizes": sizes,
+                    "metrics_rows": metrics_rows}
         _write_bytes(tmp / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True).encode())
         _fsync_dir(tmp)
         _fault_point()
@@ -173,11 +184,19 @@ def list_commits(run: Path) -> list[int]:
     root = run / COMMITS
     if not root.is_dir():
         return []
-    return sorted(int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit())
+    return sorted(int(p.name) for p in root.iterdir()
+                  if NUMBER.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
+
+
+def plain_name(name: Any) -> bool:
+    """A name that stays one folder inside the folder it is joined to (no '/', '..', NUL)."""
+    return (isinstance(name, str) and bool(name) and name not in (".", "..")
+            and not any(c in name for c in "/\\\0"))
 
 
 def open_commit(run: Path, number: int) -> Commit:
-    """The commit's manifest, checked for format; CommitError if unreadable."""
+    """The commit's manifest, checked for format and for names that would lead outside the commit;
+    CommitError naming the problem otherwise."""
     path = run / COMMITS / commit_name(number)
     try:
         manifest = json.loads((path / MANIFEST).read_text())
@@ -186,7 +205,41 @@ def open_commit(run: Path, number: int) -> Commit:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME \
             or manifest.get("format_version") != FORMAT_VERSION or not isinstance(manifest.get("files"), dict):
         raise CommitError(f"commit {path}: {MANIFEST} is not an hdppo run commit of format {FORMAT_VERSION}")
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise CommitError(f"{path / MANIFEST} {problem}")
     return Commit(number, path, manifest)
+
+
+def _manifest_problem(m: dict[str, Any]) -> str:
+    """What makes a manifest unusable (a name leading outside the commit, a wrong type), or ''."""
+    layers = m.get("layers", [])
+    if not isinstance(layers, list):
+        return f"has layers {layers!r}, not a list"
+    for layer in layers:
+        if not plain_name(layer):
+            return f"lists layer {layer!r}, which is not a plain folder name"
+    allowed = {STATE} | {f"{layer}/{name}" for layer in layers for name in (TENSORS_FILE, META_FILE)}
+    for rel, digest in m["files"].items():
+        if rel not in allowed:
+            return f"lists file {rel!r}, which is none of the commit's own (state.json, LAYER/{TENSORS_FILE}, " \
+                   f"LAYER/{META_FILE} of a listed layer)"
+        if not isinstance(digest, str) or not SHA256.fullmatch(digest):
+            return f"has {digest!r} as the sha256 of {rel}"
+    sizes = m.get("sizes", {})
+    if not isinstance(sizes, dict) or not all(k in allowed and _count(v) for k, v in sizes.items()):
+        return "has malformed file sizes"
+    rows = m.get("metrics_rows", {})
+    if not isinstance(rows, dict) or not all(plain_name(k) and _count(v) for k, v in rows.items()):
+        return "has malformed metrics_rows"
+    for key in ("env_steps", "stage"):
+        if key in m and not _count(m[key]):
+            return f"has {key} {m[key]!r}, not a whole number >= 0"
+    return ""
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 class CommitError(ValueError):
@@ -196,11 +249,17 @@ class CommitError(ValueError):
 def damaged(commit: Commit) -> dict[str, str]:
     """What does not match the manifest: {layer or 'state': problem}; empty when the commit is whole."""
     problems: dict[str, str] = {}
+    sizes = commit.manifest.get("sizes", {})
+    inside = commit.path.resolve()
     for rel, want in commit.manifest["files"].items():
         key = rel.split("/")[0] if "/" in rel else "state"
         path = commit.path / rel
         if not path.is_file():
             problems.setdefault(key, f"{rel} is missing")
+        elif not path.resolve().is_relative_to(inside):
+            problems.setdefault(key, f"{rel} is a link that leads outside the commit")
+        elif rel.endswith(TENSORS_FILE) and rel in sizes and path.stat().st_size != sizes[rel]:  # before hashing it
+            problems.setdefault(key, f"{rel} is {path.stat().st_size:,} bytes, {MANIFEST} records {sizes[rel]:,}")
         elif sha256_file(path) != want:
             problems.setdefault(key, f"{rel} does not match its sha256 in {MANIFEST}")
     for layer in commit.layers:

@@ -37,10 +37,34 @@ def problems_of(commit: Commit, stages: Sequence[Any]) -> tuple[dict[str, str], 
         state = commit.state()
     except (OSError, ValueError) as exc:
         return {"state": f"state.json cannot be read ({exc})"}, None
+    bad = state_problem(state, len(stages))
+    if bad:
+        return {"state": f"{commit.path / 'state.json'} {bad}"}, None
     for layer in expected_layers(stages, state):
         if layer not in commit.layers:
             problems.setdefault(layer, "it is missing from the commit")
     return problems, state
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def state_problem(state: Any, n_stages: int) -> str:
+    """What makes a commit's state.json unusable (a wrong type or an impossible value), or ''."""
+    if not isinstance(state, dict):
+        return f"is a {type(state).__name__}, not an object"
+    for key in ("env_steps", "stage", "stage_steps"):
+        if not _count(state.get(key)):
+            return f"has {key} {state.get(key)!r}, not a whole number >= 0"
+    if state["stage"] > n_stages:
+        return f"has stage {state['stage']}, but the run has {n_stages} stage(s)"
+    if not isinstance(state.get("finished", False), bool):
+        return f"has finished {state['finished']!r}, not true or false"
+    workers = state.get("worker_steps", [])
+    if not isinstance(workers, list) or not all(_count(w) for w in workers):
+        return f"has worker_steps {workers!r}, not a list of whole numbers >= 0"
+    return ""
 
 
 def choose_commit(run: Path, stages: Sequence[Any], reinit: set[str]) -> tuple[Commit, dict[str, Any]]:
@@ -60,16 +84,16 @@ def choose_commit(run: Path, stages: Sequence[Any], reinit: set[str]) -> tuple[C
         newest = open_commit(run, numbers[-1])
         problems, state = problems_of(newest, stages)
     except CommitError as exc:
-        newest, problems, state = None, {"state": str(exc)}, None
+        newest, problems, state = None, {"manifest": str(exc)}, None
     blocking = {k: v for k, v in problems.items() if k not in reinit}
     if not blocking and newest is not None and state is not None:
         return newest, state
     name = commit_name(numbers[-1])
-    what = "; ".join(f"layer {k!r}: {v}" if k != "state" else f"the trainer state: {v}"
+    what = "; ".join(v if k == "manifest" else f"the trainer state: {v}" if k == "state" else f"layer {k!r}: {v}"
                      for k, v in blocking.items())
     fallback = _newest_whole(run, numbers[:-1], stages)
     fixes = []
-    layers = [k for k in blocking if k != "state"]
+    layers = [k for k in blocking if k not in ("state", "manifest")]
     if layers and "state" not in blocking:
         fixes.append(f"pass --reinit {','.join(layers)} to continue with {'them' if len(layers) > 1 else 'it'} "
                      "re-created from random weights")
@@ -106,6 +130,43 @@ def metrics_rows(run: Path) -> dict[str, int]:
             with open(path, newline="") as f:
                 out[path.name] = max(sum(1 for _ in csv.reader(f)) - 1, 0)
     return out
+
+
+def check_metrics(run: Path, rows: dict[str, int]) -> None:
+    """Refuse (ConfigError naming the file) a metrics CSV the resume could not cut back or extend:
+    not text, not CSV, no `step` column, or a row up to the commit's that has no env step. Nothing
+    is changed before every CSV passed."""
+    folder = run / "metrics"
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.glob("*.csv")):
+        keep = rows.get(path.name)
+        if keep is None:
+            continue                                # removed by the resume anyway
+        why = _csv_problem(path, keep)
+        if why:
+            raise ConfigError(f"metrics file {path} cannot be resumed: {why}",
+                              f"restore it, or move it aside to resume without its rows (a new {path.name} "
+                              "starts at the resumed env step)")
+
+
+def _csv_problem(path: Path, keep: int) -> str:
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if not header or header[0] != "step":
+                return "its first line is not a header starting with `step`"
+            for line, row in enumerate(reader, start=2):
+                if line - 1 > keep:
+                    break
+                if not row or not row[0].isascii() or not row[0].isdigit():
+                    return f"line {line} has no env step (a whole number) in its first column"
+    except UnicodeDecodeError as exc:
+        return f"it is not text (byte {exc.start})"
+    except csv.Error as exc:
+        return f"it is not CSV ({exc})"
+    return ""
 
 
 def truncate_metrics(run: Path, rows: dict[str, int]) -> dict[str, int]:

@@ -17,18 +17,20 @@ from typing import Any
 from hdppo import provenance
 from hdppo.engine.backends import make_backend
 from hdppo.engine.budget import StageBudget, plan_budget, starved
-from hdppo.engine.checkpoint import CheckpointError, check_compatible, load_checkpoint
+from hdppo.engine.checkpoint import CheckpointError, check_compatible, inspect_checkpoint, load_checkpoint
 from hdppo.engine.commit import Commit, point_checkpoints, recover, write_commit
 from hdppo.engine.config import TrainConfig, check_train_config, train_config_to_dict
 from hdppo.engine.loop import StageLoop
 from hdppo.engine.messages import WorkerSpec
 from hdppo.engine.metrics import MetricsSink
 from hdppo.engine.modes import check_modes
-from hdppo.engine.resume import choose_commit, metrics_rows, truncate_metrics
+from hdppo.engine.resume import check_metrics, choose_commit, metrics_rows, truncate_metrics
 from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.server import ParameterServer
 from hdppo.engine.spec import RunSpec
 from hdppo.errors import ConfigError, HdppoError
+from hdppo.runfolder import load_run_config, record_scenario
+from hdppo.runlock import LOCK_FILE, RunLock
 
 WORK_UNIT = 16 * 256          # env steps per copy x copies of a default collect: worker_timeout covers this much
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
@@ -90,13 +92,22 @@ class Trainer:
             if layer not in spec.layers:
                 raise ConfigError(f"--reinit {layer}: {layer!r} is not a layer this run trains",
                                   f"use one of {spec.layers}")
-        if resume:
-            self._load_state()
-            self._extend_budget()
-            self._settle()
-        else:
-            self._init_run_dir()
-        self.budget: list[StageBudget] = self._plan_budget()     # after every refusal: warnings only for real runs
+        self.lock = RunLock(self.out)               # one writer per run folder, held until run() ends
+        try:
+            if resume:
+                self._load_state()
+                self._extend_budget()
+                self._settle()
+            else:
+                self._init_run_dir()
+            self.budget: list[StageBudget] = self._plan_budget()  # after every refusal: warnings only for real runs
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Give back the run folder's write lock (run() does it when it ends, however it ends)."""
+        self.lock.release()
 
     # ---- setup -------------------------------------------------------------------------------
     def _check_sync_modes(self) -> None:
@@ -108,6 +119,7 @@ class Trainer:
     def _check_frozen(self) -> None:
         for layer, path in self.spec.frozen.items():
             info = self.infos[self.names.index(layer)]
+            inspect_checkpoint(path)              # its policy entry rebuilds it in the workers: checked first
             _, meta = load_checkpoint(path)       # refuses a corrupt checkpoint here, before any work
             check_compatible(meta, {"obs_dim": info.obs_dim, "action_space": repr(info.action_space)},
                              f"--load {layer}={path}")
@@ -115,13 +127,13 @@ class Trainer:
     def _init_run_dir(self) -> None:
         if self.out.exists() and not self.out.is_dir():
             raise ConfigError(f"--out {self.out} is a file, not a folder", "pass a new folder to --out")
-        if self.out.exists() and any(self.out.iterdir()):
-            raise ConfigError(f"run folder {self.out} already exists and is not empty",
-                              f"pass a new --out, or continue it with `hdppo train --resume {self.out}`")
+        self._refuse_non_empty()
         try:
             self.out.mkdir(parents=True, exist_ok=True)
+            self.lock.acquire()
         except OSError as exc:
             raise self.write_error(exc, "nothing (the run did not start)") from None
+        self._refuse_non_empty()                    # again, holding the lock: another start may have won
         config = {"scenario": self.spec.scenario, "scenario_name": self.scenario.name,
                   "scenario_overrides": self.spec.scenario_overrides,
                   "scenario_config": _jsonable(self.cfg), "train": train_config_to_dict(self.tc),
@@ -129,10 +141,16 @@ class Trainer:
                   "layer_names": self.names, "stages": [s.__dict__ for s in self.stages]}
         try:
             _write_json(self.out / "config.json", config)
+            record_scenario(self.out, self.spec.scenario)   # a path scenario's file and sha256, for eval and load
             provenance.record(self.out)             # which code and packages made this run
             self.commit_now({}, "start")
         except OSError as exc:
             raise self.write_error(exc, "nothing (the run did not start)") from None
+
+    def _refuse_non_empty(self) -> None:
+        if self.out.is_dir() and any(p.name != LOCK_FILE for p in self.out.iterdir()):
+            raise ConfigError(f"run folder {self.out} already exists and is not empty",
+                              f"pass a new --out, or continue it with `hdppo train --resume {self.out}`")
 
     def _plan_budget(self) -> list[StageBudget]:
         """What the budget buys each layer; warns (at train start) about layers with too few updates."""
@@ -149,6 +167,10 @@ class Trainer:
         if not self.out.is_dir():
             raise ConfigError(f"{self.out} is not a folder", "pass the --out folder of a `hdppo train` run")
         try:
+            self.lock.acquire()                     # before anything is cleaned, cut or read
+        except OSError as exc:
+            raise self.write_error(exc, "every commit, untouched") from None
+        try:
             recover(self.out)
             self.commit, state = choose_commit(self.out, self.stages, self.reinit)
         except OSError as exc:
@@ -158,6 +180,7 @@ class Trainer:
     def _settle(self) -> None:
         """Once the resume is accepted: metrics cut back to the commit, checkpoints/ pointing at it."""
         assert self.commit is not None
+        check_metrics(self.out, self.commit.manifest.get("metrics_rows", {}))     # refused before anything is cut
         try:
             self.dropped_rows = truncate_metrics(self.out, self.commit.manifest.get("metrics_rows", {}))
             point_checkpoints(self.out, self.commit.number)
@@ -171,7 +194,7 @@ class Trainer:
         """`--resume RUN --steps N` past what the run has done: the last stage trains on to N env steps in all."""
         done = int(self.state["env_steps"])
         config_path = self.out / "config.json"
-        config = json.loads(config_path.read_text())
+        config = load_run_config(self.out)
         if self.tc.steps < done and config["train"].get("steps") != self.tc.steps:
             raise ConfigError(f"--steps {self.tc.steps:,} is fewer than the {done:,} env steps run {self.out} "
                               "has already done, so resuming would do nothing",
@@ -239,8 +262,11 @@ class Trainer:
             raise
         finally:
             restore()
-            if self.sink is not None:
-                self.sink.close()
+            try:
+                if self.sink is not None:
+                    self.sink.close()
+            finally:
+                self.close()
         return summary
 
     def check_stop(self) -> None:

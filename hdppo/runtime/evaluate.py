@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from hdppo.errors import ConfigError
-from hdppo.runfolder import load_run_config, resolve_scenario, team_checkpoints, untrained_layers
+from hdppo.runfolder import check_team, load_run_config, resolve_scenario, team_checkpoints, untrained_layers
 from hdppo.stats import mean_ci, outcome_ci
 
 STANDARD_KEYS = ("team_return", "length", "env")   # with return/LAYER: what every episode record has
@@ -28,18 +28,20 @@ def check_playable(run: str | Path, config: dict[str, Any], allow_untrained: boo
 
 
 def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
-         envs: int = 8, overrides: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+         envs: int = 8, overrides: Mapping[str, str] | None = None, *, trust_run: bool | None = None,
+         scenario: str | None = None) -> list[dict[str, Any]]:
     """The per-episode records (returns per layer, length, scenario outcomes) of `episodes` played episodes."""
     from hdppo.engine.messages import WorkerSpec
     from hdppo.engine.params import MemoryParams
     from hdppo.engine.worker import Worker
     config = load_run_config(run)
-    frozen = team_checkpoints(run, config)
+    frozen = check_team(run, config)           # every checkpoint checked before a worker builds from it
     train = dict(config["train"])
     train.update(seed=seed, envs_per_worker=envs)
     scenario_overrides = dict(config["scenario_overrides"])
     scenario_overrides.update(overrides or {})
-    spec = WorkerSpec(resolve_scenario(run, config), scenario_overrides, train, worker_id=0, trained=[],
+    spec = WorkerSpec(resolve_scenario(run, config, trust_run=trust_run, scenario=scenario), scenario_overrides,
+                      train, worker_id=0, trained=[],
                       frozen=frozen, deterministic=deterministic)
     worker = Worker(spec, MemoryParams())
     done: list[dict] = []
@@ -54,26 +56,30 @@ def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: 
     return done[:episodes]
 
 
-def acting(run: str | Path, config: dict[str, Any], overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+def acting(run: str | Path, config: dict[str, Any], overrides: Mapping[str, str] | None = None, *,
+           trust_run: bool | None = None, scenario_path: str | None = None) -> dict[str, str]:
     """How each layer plays: checkpoint, scripted or uniform."""
     from hdppo.team.scenario import load_scenario
     frozen = team_checkpoints(run, config)
-    scenario = load_scenario(resolve_scenario(run, config))
+    scenario = load_scenario(resolve_scenario(run, config, trust_run=trust_run, scenario=scenario_path))
     cfg = scenario.make_config({**config["scenario_overrides"], **(overrides or {})})
     return {spec.name: "checkpoint" if spec.name in frozen else "scripted" if spec.scripted is not None else "uniform"
             for spec in scenario.build_layers(cfg)}
 
 
 def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
-             envs: int = 8, overrides: Mapping[str, str] | None = None, allow_untrained: bool = True) -> dict[str, Any]:
+             envs: int = 8, overrides: Mapping[str, str] | None = None, allow_untrained: bool = True, *,
+             trust_run: bool | None = None, scenario: str | None = None) -> dict[str, Any]:
     """Per-layer returns, episode length and outcomes over `episodes`, each (mean, low, high) at 95%:
-    exact binomial intervals for 0/1 outcomes (win, success), bootstrap intervals for the rest."""
+    exact binomial intervals for 0/1 outcomes (win, success), bootstrap intervals for the rest.
+    `trust_run` lets the run's own scenario copy run; `scenario` loads that name or file instead of
+    the recorded one (hdppo.runfolder.resolve_scenario)."""
     if episodes < 1:
         raise ConfigError(f"--episodes must be at least 1 (got {episodes})", "pass --episodes 20 (any N >= 1)")
     config = load_run_config(run)
     check_playable(run, config, allow_untrained)
-    how = acting(run, config, overrides)
-    done = play(run, episodes, seed, deterministic, envs, overrides)
+    how = acting(run, config, overrides, trust_run=trust_run, scenario_path=scenario)
+    done = play(run, episodes, seed, deterministic, envs, overrides, trust_run=trust_run, scenario=scenario)
     out: dict[str, Any] = {"run": str(run), "episodes": len(done), "seed": seed, "deterministic": deterministic,
                            "overrides": dict(overrides or {}), "layers": {}, "acting": how}
     for layer in config["layer_names"]:
@@ -87,9 +93,16 @@ def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, determinist
 
 
 def save_eval(run: str | Path, result: dict[str, Any]) -> Path:
-    """Write the evaluation next to the run's config (RUN/eval.json)."""
+    """Write the evaluation next to the run's config (RUN/eval.json), atomically: eval takes no lock
+    (it may run beside training, which never touches eval.json), and a reader never sees half a file."""
+    import os
     path = Path(run) / EVAL_FILE
-    path.write_text(json.dumps({**result, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
+    tmp = path.with_name(f".{EVAL_FILE}.{os.getpid()}.part")    # not *.tmp: a resume cleans those
+    try:
+        tmp.write_text(json.dumps({**result, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 

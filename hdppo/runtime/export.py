@@ -180,8 +180,10 @@ def _onnx_export(module: nn.Module, args: tuple, path: Path, names: list[str], o
                           dynamic_shapes={n: {0: batch} for n in names}, opset_version=opset, dynamo=True)
 
 
-def export_team(run: str | Path, out: str | Path, fmt: str = "onnx", opset: int = OPSET) -> Path:
-    """Write out/LAYER.onnx (or .pt) per checkpointed layer and out/manifest.json; returns the manifest path."""
+def export_team(run: str | Path, out: str | Path, fmt: str = "onnx", opset: int = OPSET, *,
+                trust_run: bool | None = None, scenario_path: str | None = None) -> Path:
+    """Write out/LAYER.onnx (or .pt) per checkpointed layer and out/manifest.json; returns the manifest path.
+    `trust_run` and `scenario_path` choose the scenario as for hdppo.load."""
     from hdppo.runfolder import SCENARIO_COPY, load_run_config, resolve_scenario
     from hdppo.runtime.team import load
     if fmt not in ("onnx", "torchscript"):
@@ -191,7 +193,9 @@ def export_team(run: str | Path, out: str | Path, fmt: str = "onnx", opset: int 
             import onnx  # noqa: F401
         except ImportError:
             raise ConfigError("ONNX export needs the onnx package", 'pip install -e ".[export]"') from None
-    team = load(run, deterministic=True)
+    config = load_run_config(run)
+    scenario = resolve_scenario(run, config, trust_run=trust_run, scenario=scenario_path)
+    team = load(run, deterministic=True, scenario=scenario)           # what the user's trust allowed, once
     if not team._loaded:
         raise ConfigError(f"run {run} has no checkpointed layer to export", "train a layer first")
     out = Path(out)
@@ -210,8 +214,6 @@ def export_team(run: str | Path, out: str | Path, fmt: str = "onnx", opset: int 
             file = f"{name}.pt"
             torch.jit.script(module).save(str(out / file))
         models[name] = file
-    config = load_run_config(run)
-    scenario = resolve_scenario(run, config)
     source: dict[str, Any] = {"scenario": scenario, "scenario_overrides": config.get("scenario_overrides", {}),
                               "model_format": fmt, "opset": opset if fmt == "onnx" else None}
     if scenario.endswith(".py"):

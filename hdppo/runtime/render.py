@@ -40,8 +40,10 @@ def team_overlay(team: Any, scenario: Any, env: Any) -> Overlay:
 
 def render_episodes(run: str | Path, out: str | Path, episodes: int = 1, overrides: Mapping[str, str] | None = None,
                     max_steps: int = 1000, every: int = 1, fps: int = 10, pixels: int = 320,
-                    deterministic: bool = True, seed: int = 0) -> tuple[Path, int]:
-    """Play `episodes` with the run's team (hdppo.load) and write the frames to `out` (.gif or .mp4)."""
+                    deterministic: bool = True, seed: int = 0, *, trust_run: bool | None = None,
+                    scenario_path: str | None = None) -> tuple[Path, int]:
+    """Play `episodes` with the run's team (hdppo.load, which `trust_run` and `scenario_path` go to)
+    and write the frames to `out` (.gif or .mp4)."""
     import imageio.v2 as imageio
 
     from hdppo.runtime import load
@@ -50,7 +52,7 @@ def render_episodes(run: str | Path, out: str | Path, episodes: int = 1, overrid
         raise ConfigError(f"--out {out} is neither .gif nor .mp4", "name the file episode.gif or episode.mp4")
     if episodes < 1 or every < 1:
         raise ConfigError("--episodes and --every must be at least 1", "pass --episodes 1 --every 1")
-    team = load(run, deterministic=deterministic, overrides=overrides)
+    team = load(run, deterministic=deterministic, overrides=overrides, trust_run=trust_run, scenario=scenario_path)
     scenario = team.scenario
     if scenario.scene is None:
         raise ConfigError(f"scenario {scenario.name!r} does not render (it gives no scene(env))",

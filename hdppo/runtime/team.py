@@ -213,7 +213,8 @@ def _plain(a: np.ndarray) -> Any:
 
 
 def load(run: str | Path, *, deterministic: bool = False, seed: int | None = None,
-         overrides: Mapping[str, Any] | None = None, allow_untrained: bool = False) -> Team:
+         overrides: Mapping[str, Any] | None = None, allow_untrained: bool = False, trust_run: bool | None = None,
+         scenario: str | None = None) -> Team:
     """The team of a `hdppo train` run folder, ready for `reset()` / `act(observations)`.
 
     Layers act as the run left them: from the run's checkpoints (or the checkpoints it loaded
@@ -221,8 +222,12 @@ def load(run: str | Path, *, deterministic: bool = False, seed: int | None = Non
     scenario keys (e.g. {"difficulty": 0.8}); the trained layers' spaces must not change. A layer
     the run trained but never saved is refused unless `allow_untrained` (it then acts scripted or
     uniformly). `seed` seeds stochastic actors and uniform layers (default: the run's seed).
+
+    The scenario is the recorded built-in or project name, or the file the run was trained on while
+    it is unchanged; `scenario` (a name or a path) loads another; the run folder's own copy of the
+    scenario file (RUN/scenario.py) runs only with `trust_run=True` (docs/deploy.md).
     """
-    from hdppo.runfolder import load_run_config, resolve_scenario, team_checkpoints, untrained_layers
+    from hdppo.runfolder import check_team, load_run_config, resolve_scenario, untrained_layers
     from hdppo.team.scenario import load_scenario
     config = load_run_config(run)
     missing = untrained_layers(run, config)
@@ -230,11 +235,11 @@ def load(run: str | Path, *, deterministic: bool = False, seed: int | None = Non
         raise ConfigError(f"run {run} trained layer {missing[0]!r} but holds no checkpoint of it",
                           "train longer (checkpoints are written as training goes), or pass "
                           "allow_untrained=True / --allow-untrained to act with its scripted or uniform policy")
-    scenario = load_scenario(resolve_scenario(run, config))
+    loaded = load_scenario(resolve_scenario(run, config, trust_run=trust_run, scenario=scenario))
     values = dict(config.get("scenario_overrides", {}))
     values.update({k: str(v) if not isinstance(v, str) else v for k, v in (overrides or {}).items()})
-    cfg = scenario.make_config(values)
+    cfg = loaded.make_config(values)
     if seed is None:
         from hdppo.engine.worker import worker_seed
         seed = worker_seed(int(config.get("train", {}).get("seed", 0)), 0)
-    return Team(scenario, cfg, team_checkpoints(run, config), deterministic=deterministic, seed=seed)
+    return Team(loaded, cfg, check_team(run, config), deterministic=deterministic, seed=seed)

@@ -39,13 +39,16 @@ def assert_resumes_exactly(run: Path) -> int:
     config = load_run_config(run)
     tc = train_config_from_dict(config["train"])
     t = Trainer(RunSpec(config["scenario"], config["scenario_overrides"], tc, config["layers"], {}, run), resume=True)
-    for layer in t.commit.layers:
-        server = ParameterServer(t.infos[t.names.index(layer)], tc.layers[layer], seed=1)
-        t._restore(server, layer)
-        want, _ = load_checkpoint(t.commit.layer_dir(layer))
-        got, _ = server.state()
-        assert all(np.array_equal(got[k].numpy(), want[k].numpy()) for k in want), layer
-    return t.commit.number
+    try:
+        for layer in t.commit.layers:
+            server = ParameterServer(t.infos[t.names.index(layer)], tc.layers[layer], seed=1)
+            t._restore(server, layer)
+            want, _ = load_checkpoint(t.commit.layer_dir(layer))
+            got, _ = server.state()
+            assert all(np.array_equal(got[k].numpy(), want[k].numpy()) for k in want), layer
+        return t.commit.number
+    finally:
+        t.close()           # a Trainer holds the run's write lock until run() ends or close()
 
 
 def test_twenty_kills_lose_nothing(tmp_path, capsys):

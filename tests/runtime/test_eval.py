@@ -109,7 +109,8 @@ def test_eval_refuses_a_trained_layer_without_checkpoint(tmp_path, capsys):
 
 # ---- run folders ---------------------------------------------------------------------------------------
 def test_path_scenario_run_evaluates_from_anywhere(tmp_path, capsys, monkeypatch):
-    """The scenario file is copied into the run at train start: eval works after the original is gone."""
+    """The scenario file is copied into the run at train start: eval works after the original is gone,
+    once the user trusts the run's copy (--trust-run)."""
     src = tmp_path / "work" / "myline.py"
     src.parent.mkdir()
     shutil.copyfile(ROOT / "examples" / "scenarios" / "line.py", src)
@@ -123,7 +124,9 @@ def test_path_scenario_run_evaluates_from_anywhere(tmp_path, capsys, monkeypatch
     assert json.loads((run / "config.json").read_text())["resolved"]["workers"] == 1
     src.unlink()
     monkeypatch.chdir(tmp_path)
-    rc, out, err = cli(capsys, "eval", run, "--episodes", "2", "--json")
+    rc, out, err = cli(capsys, "eval", run, "--episodes", "2", "--json")     # the copy runs only if trusted
+    assert rc == 2 and "--trust-run" in err and "Traceback" not in err
+    rc, out, err = cli(capsys, "eval", run, "--episodes", "2", "--json", "--trust-run")
     assert rc == 0, err
     assert json.loads(out)["episodes"] == 2
 
