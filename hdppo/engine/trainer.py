@@ -23,6 +23,7 @@ from hdppo.engine.config import TrainConfig, check_train_config, train_config_to
 from hdppo.engine.loop import StageLoop
 from hdppo.engine.messages import WorkerSpec
 from hdppo.engine.metrics import MetricsSink
+from hdppo.engine.preflight import preflight
 from hdppo.engine.resume import choose_commit, metrics_rows, truncate_metrics
 from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.server import ParameterServer
@@ -77,6 +78,7 @@ class Trainer:
         self._check_sync_modes()
         self._check_frozen()
         self.stages = plan_stages(self.names, spec.layers, self.tc)
+        notes = preflight(self.tc, self.infos, self.stages, spec.frozen)   # sizes vs this machine, before any folder
         self.state: dict[str, Any] = {"env_steps": 0, "stage": 0, "stage_steps": 0, "finished": False,
                                       "worker_steps": []}
         self.commit: Commit | None = None
@@ -95,6 +97,8 @@ class Trainer:
         else:
             self._init_run_dir()
         self.budget: list[StageBudget] = self._plan_budget()     # after every refusal: warnings only for real runs
+        for line in notes:
+            warnings.warn(line, stacklevel=2)
 
     # ---- setup -------------------------------------------------------------------------------
     def _check_sync_modes(self) -> None:
