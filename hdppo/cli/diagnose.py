@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import argparse
 
+from hdppo.cli.common import nonnegative_int, positive_int
+
 
 def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("diagnose", parents=parents, help="one PNG per layer: workers' state embedding and "
                        "coverage, gradient cosine and divergence over training")
     p.add_argument("run", help="a run folder written by `hdppo train`")
     p.add_argument("--out", help="folder for the PNGs (default RUN/diagnose)")
-    p.add_argument("--steps", type=int, default=100, help="env steps each worker's envs are played to sample states")
+    p.add_argument("--steps", type=positive_int, default=100,
+                   help="env steps each worker's envs are played to sample states")
     p.add_argument("--ablate", action="store_true", help="also re-train the run's config learning from 1..N of its "
                    "N workers' data and compare final team returns (do more workers help?)")
-    p.add_argument("--ablate-steps", type=int, default=0, help="env steps per ablation run (default: the run's "
-                   "budget, at most 100,000)")
+    p.add_argument("--ablate-steps", type=nonnegative_int, default=0,
+                   help="env steps per ablation run (default: the run's budget, at most 100,000)")
     p.set_defaults(func=run)
 
 
@@ -23,6 +26,9 @@ def run(args: argparse.Namespace) -> int:
 
     from hdppo.analysis.ablate import ablate, ablation_plan
     from hdppo.analysis.diagnose import report
+    from hdppo.cli.common import out_folder
+    if args.out:
+        out_folder(args.out)
     for path in report(args.run, args.out, args.steps):
         print(f"wrote {path}")
     if args.ablate:
