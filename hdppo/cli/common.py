@@ -19,22 +19,26 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if "\n  fix: " in message:
+            head, sep, rest = message.partition(": ")        # argparse's "argument --fps: must be ..."
+            if head.startswith("argument ") and sep:
+                message = f"{head.removeprefix('argument ')} {rest}"
             self.exit(2, f"hdppo: error: {message}\n")
         super().error(message)
 
 
 def int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
     """An argparse `type=`: a whole number from `lo` to `hi` (no upper bound if None); anything else
-    is an error naming the flag, the value and the range (argparse prefixes `argument --FLAG:`)."""
-    rule = f"a whole number >= {lo:,}" if hi is None else f"a whole number from {lo:,} to {hi:,}"
+    is one line naming the flag, the rule and the value (`--fps must be at least 1 (got 0)`)."""
+    rule = f"at least {lo:,}" if hi is None else f"from {lo:,} to {hi:,}"
+    fix = f"pass a whole number >= {lo:,}" if hi is None else f"pass a whole number from {lo:,} to {hi:,}"
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number\n  fix: pass {rule}") from None
+            raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})\n  fix: {fix}") from None
         if value < lo or (hi is not None and value > hi):
-            raise argparse.ArgumentTypeError(f"{value:,} is out of range\n  fix: pass {rule}")
+            raise argparse.ArgumentTypeError(f"must be {rule} (got {value})\n  fix: {fix}")
         return value
     parse.__name__ = f"int_in({lo}, {hi})"      # what argparse names in its own messages
     return parse
