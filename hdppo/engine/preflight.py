@@ -136,7 +136,7 @@ def estimate_memory(tc: TrainConfig, infos: list[LayerInfo], stages: list[Any],
             per_sample = (info.obs_dim * (4 if lc.centralized else 2) + 4 * sum(lc.hidden)) * F32
             activations = max(activations, math.ceil(batch / max(lc.minibatches, 1)) * per_sample)
         buffers = sum(rows.values()) + 2 * max(rows.values(), default=0)      # take() stacks the largest, then selects
-        policies = sum(params[name] for name in {*acting, *stage.trained}) * F32 * 3   # weights, grads, a flat copy
+        policies = sum(params.values()) * F32 * 3      # every layer workers play: weights, grads, a flat copy
         if not remote:
             parts["env copies"] = n * env
             parts["rollout buffers"] = n * buffers
