@@ -28,34 +28,128 @@ def parse_assignments(items: Iterable[str]) -> dict[str, str]:
         key, value = item.split("=", 1)
         if not key.strip():
             raise ConfigError(f"override {item!r} has an empty key", "write key=value")
-        out[key.strip()] = value.strip()
+        key = key.strip()
+        if key in out:          # the last would win silently, even over a value that is not valid
+            raise ConfigError(f"override {key!r} is given twice ({key}={out[key]} and {key}={value.strip()})",
+                              f"pass {key}=VALUE once")
+        out[key] = value.strip()
     return out
 
 
+YAML_MAX_BYTES = 1 << 20       # a file of overrides is a few hundred bytes; refuse one over 1 MiB unread
+YAML_MAX_ALIAS_NODES = 1_000   # at most this many nodes added by expanding aliases (*name, <<: *name)
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping of overrides; nested mappings become dotted keys."""
+    """Read a YAML mapping of overrides; nested mappings become dotted keys.
+
+    A key twice in one mapping is refused, and so is a file whose aliases would expand to more than
+    YAML_MAX_ALIAS_NODES nodes beyond those written (a few hundred bytes of nested aliases, a "billion
+    laughs", expand to millions of keys): the node graph is measured before anything is built."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {p} does not exist", "pass an existing YAML file to --config")
+    size = p.stat().st_size
+    if size > YAML_MAX_BYTES:
+        raise ConfigError(f"config file {p} is {size:,} bytes, more than the {YAML_MAX_BYTES:,} a file of overrides "
+                          "may hold", "pass a YAML file of `key: value` overrides")
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        data = _safe_load_bounded(p.read_text(), p) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {p} is not valid YAML: {exc}", "fix the YAML syntax") from None
+    except RecursionError:
+        raise ConfigError(f"config file {p} nests too deep to read",
+                          "write the overrides as `key: value` lines") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} holds a {type(data).__name__}, not a mapping",
                           "write the file as `key: value` lines")
-    return flatten_mapping(data)
+    return flatten_mapping(data, where=f"config file {p}")
 
 
-def flatten_mapping(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{'a': {'b': 1}} -> {'a.b': 1}."""
+_YAML_BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _OverridesLoader(_YAML_BASE):
+    """yaml.safe_load's loader that refuses a key written twice in one mapping (safe_load keeps the last)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue            # keys merged in with `<<:` may be overridden, as YAML says
+                if key_node.value in seen:
+                    first = seen[key_node.value].start_mark
+                    raise ConfigError(f"config file {self.name} sets {key_node.value!r} twice (lines {first.line + 1} "
+                                      f"and {key_node.start_mark.line + 1})", f"keep one `{key_node.value}:` line")
+                seen[key_node.value] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def _safe_load_bounded(text: str, path: Path) -> Any:
+    loader = _OverridesLoader(text)
+    loader.name = str(path)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        written, expanded = _node_counts(node, path)
+        if expanded - written > YAML_MAX_ALIAS_NODES:
+            raise ConfigError(f"config file {path}: its aliases expand {written:,} written YAML nodes to {expanded:,} "
+                              f"(more than {YAML_MAX_ALIAS_NODES:,} added)",
+                              "write the values out instead of repeating anchors with *name")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _node_counts(root: Any, path: Path) -> tuple[int, int]:
+    """(distinct nodes, nodes once every alias is expanded) of a composed YAML node graph, in time
+    linear in the distinct nodes; an alias of a node inside itself is refused (it never ends)."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            children = _children(node)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+            open_.discard(key)
+            continue
+        if key in sizes:
+            continue
+        if key in open_:
+            raise ConfigError(f"config file {path} holds an alias inside its own anchor (a recursive value)",
+                              "write the values out instead of repeating anchors with *name")
+        open_.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in sizes)
+    return len(sizes), sizes[id(root)]
+
+
+def _children(node: Any) -> list[Any]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def flatten_mapping(data: dict[str, Any], prefix: str = "", *, where: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}; two spellings of one key (`a: {b: 1}` and `a.b: 2`) are refused."""
     out: dict[str, Any] = {}
     for key, value in data.items():
         full = f"{prefix}{key}"
         if isinstance(value, dict) and value:
-            out.update(flatten_mapping(value, full + "."))
+            items = flatten_mapping(value, full + ".", where=where)
         else:
-            out[full] = value
+            items = {full: value}
+        for k, v in items.items():
+            if k in out:
+                raise ConfigError(f"{where or 'the overrides'} set{'s' if where else ''} {k!r} twice "
+                                  "(once nested, once dotted)", f"keep one of the two {k!r}")
+            out[k] = v
     return out
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from hdppo.cli import bench, check, diagnose, export, plot, render, scenarios, train
 from hdppo.cli import eval as eval_
-from hdppo.cli.common import checkpoint_message, shared_flags
+from hdppo.cli.common import Parser, checkpoint_message, shared_flags
 from hdppo.engine.checkpoint import CheckpointError
 from hdppo.errors import HdppoError
 
@@ -19,7 +19,7 @@ COMMANDS = (scenarios, check, train, eval_, plot, export, render, diagnose, benc
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hdppo", description="Hierarchical multi-agent teams trained with per-layer DPPO.")
+    p = Parser(prog="hdppo", description="Hierarchical multi-agent teams trained with per-layer DPPO.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
     parents = [shared_flags()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hdppo.cli.common import add_trust_flags
+from hdppo.cli.common import add_trust_flags, nonnegative_int, positive_int
 
 
 def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -12,11 +12,12 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
                        "coverage, gradient cosine and divergence over training")
     p.add_argument("run", help="a run folder written by `hdppo train`")
     p.add_argument("--out", help="folder for the PNGs (default RUN/diagnose)")
-    p.add_argument("--steps", type=int, default=100, help="env steps each worker's envs are played to sample states")
+    p.add_argument("--steps", type=positive_int, default=100,
+                   help="env steps each worker's envs are played to sample states")
     p.add_argument("--ablate", action="store_true", help="also re-train the run's config learning from 1..N of its "
                    "N workers' data and compare final team returns (do more workers help?)")
-    p.add_argument("--ablate-steps", type=int, default=0, help="env steps per ablation run (default: the run's "
-                   "budget, at most 100,000)")
+    p.add_argument("--ablate-steps", type=nonnegative_int, default=0,
+                   help="env steps per ablation run (default: the run's budget, at most 100,000)")
     add_trust_flags(p)
     p.set_defaults(func=run)
 
@@ -33,6 +34,9 @@ def _run(args: argparse.Namespace) -> int:
 
     from hdppo.analysis.ablate import ablate, ablation_plan
     from hdppo.analysis.diagnose import report
+    from hdppo.cli.common import out_folder
+    if args.out:
+        out_folder(args.out)
     for path in report(args.run, args.out, args.steps):
         print(f"wrote {path}")
     if args.ablate:

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import argparse
 
-from hdppo.cli.common import add_trust_flags
+from hdppo.cli.common import add_trust_flags, positive_int, seed_int
 
 
 def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("eval", parents=parents,
                        help="play a run's trained team and report returns and win/success rates")
     p.add_argument("run", help="a run folder written by `hdppo train`")
-    p.add_argument("--episodes", type=int, default=20)
-    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--episodes", type=positive_int, default=20)
+    p.add_argument("--seed", type=seed_int, default=12345)
     p.add_argument("overrides", nargs="*", help="scenario config overrides, key=value (e.g. difficulty=0.8)")
     p.add_argument("--deterministic", action="store_true", help="greedy actions instead of sampling")
     p.add_argument("--json", action="store_true",

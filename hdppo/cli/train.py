@@ -63,13 +63,23 @@ def train_spec(args: argparse.Namespace) -> RunSpec:
     if args.scenario is None:
         raise ConfigError("no scenario given", "run `hdppo train NAME|PATH` or `hdppo train --resume RUN`")
     overrides = load_yaml(args.config) if args.config else {}
-    overrides.update(parse_assignments(args.overrides))
-    for flag in FLAGS:
-        value = getattr(args, flag)
-        if value is not None:
-            overrides[flag] = value
+    given = parse_assignments(args.overrides)
+    flags = {flag: getattr(args, flag) for flag in FLAGS if getattr(args, flag) is not None}
     if args.no_progress:
-        overrides["progress"] = "lines"
+        flags["progress"] = "lines"
+    for key in given:                           # `steps=` and `train.steps=` are one key written twice
+        short = key.partition(".")[2]
+        if key.split(".")[0] in ("train", "scenario") and short in given:
+            raise ConfigError(f"{short}={given[short]} and {key}={given[key]} both set {short!r}",
+                              f"pass {short}=VALUE once")
+    for key, value in flags.items():            # a flag and a key=value for one setting: neither silently wins
+        for spelling in (key, f"train.{key}"):
+            if spelling in given:
+                flag = "--no-progress" if key == "progress" else f"--{key} {value}"
+                raise ConfigError(f"{flag} and {spelling}={given[spelling]} both set {key!r}",
+                                  f"pass only one of {flag.split()[0]} and {spelling}=")
+    overrides.update(given)
+    overrides.update(flags)
     return RunSpec.from_overrides(args.scenario, overrides, layers=args.layer, frozen=parse_loads(args.load),
                                   out=args.out)
 

@@ -179,7 +179,8 @@ def check_train_config(cfg: TrainConfig) -> None:
     need(0.0 <= cfg.finetune < 1.0, "finetune", cfg.finetune, "in [0, 1)")
     need(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, ">= 1")
     need(cfg.worker_restarts >= 0, "worker_restarts", cfg.worker_restarts, ">= 0 (0 = never restart)")
-    need(cfg.seed >= 0, "seed", cfg.seed, ">= 0")
+    need(0 <= cfg.seed <= 2 ** 32 - 1, "seed", cfg.seed,
+         ">= 0 and <= 4294967295 (the seeds derived from it must fit torch's)")
     need(_finite(cfg.checkpoint_seconds) and cfg.checkpoint_seconds > 0, "checkpoint_seconds",
          cfg.checkpoint_seconds, "> 0 (seconds between run commits)")
     need(_finite(cfg.worker_timeout) and cfg.worker_timeout > 0, "worker_timeout", cfg.worker_timeout,

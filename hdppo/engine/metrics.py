@@ -1,8 +1,15 @@
-"""Metrics: a CSV + TensorBoard sink, a live progress display, and a CPU utilisation probe."""
+"""Metrics: a CSV + TensorBoard sink, a live progress display, and a CPU utilisation probe.
+
+A write that fails (a full disk, a read-only folder) is raised once, from `MetricsSink.log` or
+`flush`, as an OSError naming the file (the trainer turns it into its one-line error with the commit
+kept); closing the sink afterwards does not raise again, and TensorBoard's writer thread does not
+print its own traceback (the sink raises the thread's error in the caller's thread).
+"""
 
 from __future__ import annotations
 
 import csv
+import errno
 import math
 import os
 import re
@@ -14,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from hdppo.errors import HdppoError
+
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 _FIXED = ("step", "wall_time")
 
@@ -21,6 +30,29 @@ _FIXED = ("step", "wall_time")
 def scope_file(run_dir: str | Path, scope: str) -> Path:
     """The CSV path of a scope: ``run_dir/metrics/<scope, '/' replaced by '__'>.csv``."""
     return Path(run_dir) / "metrics" / (scope.replace("/", "__") + ".csv")
+
+
+def _named(exc: OSError, path: Path) -> OSError:
+    """The same OSError (errno, text, subclass) with the file it concerns, for the one-line report."""
+    if exc.filename not in (None, "(injected)"):
+        return exc
+    named = OSError(exc.errno, exc.strerror or str(exc), str(path))
+    return named if exc.errno is not None else exc
+
+
+def _quiet_tensorboard_threads() -> None:
+    """TensorBoard's writer thread re-raises a failed write, which threading prints as a traceback;
+    the sink raises that error itself at its next log, flush or close, so the thread stays quiet."""
+    previous = threading.excepthook
+    if getattr(previous, "hdppo_quiet", False):
+        return
+
+    def hook(args: Any) -> None:
+        if type(args.thread).__name__ == "_AsyncWriterThread" and issubclass(args.exc_type, OSError):
+            return
+        previous(args)
+    hook.hdppo_quiet = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 def _cell(value: float) -> str:
@@ -41,13 +73,16 @@ class _ScopeCsv:
             self.keys = [k for k in header if k not in _FIXED]
 
     def write(self, step: int, wall: float, values: dict[str, float]) -> None:
-        new = sorted(set(values) - set(self.keys))
-        if new or self.file is None:
-            self._reopen(sorted(set(self.keys) | set(values)))
-        assert self.file is not None
-        row = [str(step), repr(wall)] + [_cell(values.get(k, math.nan)) for k in self.keys]
-        csv.writer(self.file).writerow(row)
-        self.file.flush()
+        try:
+            new = sorted(set(values) - set(self.keys))
+            if new or self.file is None:
+                self._reopen(sorted(set(self.keys) | set(values)))
+            assert self.file is not None
+            row = [str(step), repr(wall)] + [_cell(values.get(k, math.nan)) for k in self.keys]
+            csv.writer(self.file).writerow(row)
+            self.file.flush()
+        except OSError as exc:
+            raise _named(exc, self.path) from None
 
     def _reopen(self, keys: list[str]) -> None:
         """Open for appending; rewrite the existing rows first if the header changes."""
@@ -74,8 +109,11 @@ class _ScopeCsv:
 
     def close(self) -> None:
         if self.file is not None:
-            self.file.close()
-            self.file = None
+            file, self.file = self.file, None
+            try:
+                file.close()            # a row a full disk refused is flushed once more here, then dropped
+            except OSError as exc:
+                raise _named(exc, self.path) from None
 
 
 class MetricsSink:
@@ -92,6 +130,7 @@ class MetricsSink:
         self._csvs: dict[str, _ScopeCsv] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._failed: OSError | None = None      # the write error already raised to the caller
         self._tb: Any = None
         if tensorboard:
             try:
@@ -103,7 +142,16 @@ class MetricsSink:
                 )
             else:
                 # purge_step: a resumed run hides the events logged after the commit it continues from
-                self._tb = SummaryWriter(log_dir=str(self.run_dir / "tb"), flush_secs=10, purge_step=purge_step)
+                _quiet_tensorboard_threads()
+                try:
+                    self._tb = SummaryWriter(log_dir=str(self.run_dir / "tb"), flush_secs=10, purge_step=purge_step)
+                except OSError as exc:
+                    raise self._fail(exc, self.run_dir / "tb") from None
+
+    def _fail(self, exc: OSError, path: Path) -> OSError:
+        """A write error naming `path`, remembered: it is raised once, and close() then stays quiet."""
+        self._failed = _named(exc, path)
+        return self._failed
 
     def log(self, scope: str, step: int, values: dict[str, float]) -> None:
         """Record ``values`` for ``scope`` at ``step`` (values must convert with float())."""
@@ -120,34 +168,69 @@ class MetricsSink:
         with self._lock:
             if self._closed:
                 raise RuntimeError("MetricsSink.log called after close()")
-            sink = self._csvs.get(scope)
-            if sink is None:
-                sink = self._csvs[scope] = _ScopeCsv(scope_file(self.run_dir, scope))
-            sink.write(int(step), wall, floats)
+            if self._failed is not None:
+                raise self._failed
+            path = scope_file(self.run_dir, scope)
+            try:
+                sink = self._csvs.get(scope)
+                if sink is None:
+                    sink = self._csvs[scope] = _ScopeCsv(path)
+                sink.write(int(step), wall, floats)
+            except OSError as exc:
+                raise self._fail(exc, path) from None
             if self._tb is not None:
-                for key in sorted(floats):
-                    if not math.isnan(floats[key]):
-                        self._tb.add_scalar(f"{scope}/{key}", floats[key], int(step), walltime=wall)
+                try:
+                    for key in sorted(floats):
+                        if not math.isnan(floats[key]):
+                            self._tb.add_scalar(f"{scope}/{key}", floats[key], int(step), walltime=wall)
+                except OSError as exc:
+                    raise self._fail(exc, self.run_dir / "tb") from None
 
     def flush(self) -> None:
         """Push buffered data to disk."""
         with self._lock:
+            if self._failed is not None:
+                raise self._failed
             for sink in self._csvs.values():
                 if sink.file is not None:
-                    sink.file.flush()
+                    try:
+                        sink.file.flush()
+                    except OSError as exc:
+                        raise self._fail(exc, sink.path) from None
             if self._tb is not None:
-                self._tb.flush()
+                try:
+                    self._tb.flush()
+                except OSError as exc:
+                    raise self._fail(exc, self.run_dir / "tb") from None
 
     def close(self) -> None:
-        """Flush and close all files; further log() calls raise. Idempotent."""
+        """Flush and close all files; further log() calls raise. Idempotent.
+
+        Every file is closed even if one fails. After a write error was already raised (or while
+        another error is on its way up), failures here are not raised again: that error is the
+        one to report. Otherwise a failure is one HdppoError naming the file."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            errors: list[OSError] = []
             for sink in self._csvs.values():
-                sink.close()
+                try:
+                    sink.close()
+                except OSError as exc:
+                    errors.append(exc)
             if self._tb is not None:
-                self._tb.close()
+                try:
+                    self._tb.close()
+                except OSError as exc:
+                    errors.append(_named(exc, self.run_dir / "tb"))
+            if errors and self._failed is None and sys.exc_info()[1] is None:
+                first = errors[0]
+                fix = "free disk space" if first.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)) else \
+                    "make the folder writable"
+                raise HdppoError(f"cannot write {first.filename or self.run_dir}: {first.strerror or first} (errno "
+                                 f"{first.errno}) closing the metrics; kept: every commit of {self.run_dir} and the "
+                                 "metric rows written before", f"{fix}; the run's commits are whole")
 
     def __enter__(self) -> MetricsSink:
         return self

@@ -24,6 +24,7 @@ from hdppo.engine.loop import StageLoop
 from hdppo.engine.messages import WorkerSpec
 from hdppo.engine.metrics import MetricsSink
 from hdppo.engine.modes import check_modes
+from hdppo.engine.preflight import preflight
 from hdppo.engine.resume import check_metrics, choose_commit, metrics_rows, truncate_metrics
 from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.server import ParameterServer
@@ -81,6 +82,7 @@ class Trainer:
         self._check_sync_modes()
         self._check_frozen()
         self.stages = plan_stages(self.names, spec.layers, self.tc)
+        notes = preflight(self.tc, self.infos, self.stages, spec.frozen)   # sizes vs this machine, before any folder
         self.state: dict[str, Any] = {"env_steps": 0, "stage": 0, "stage_steps": 0, "finished": False,
                                       "worker_steps": []}
         self.commit: Commit | None = None
@@ -101,6 +103,8 @@ class Trainer:
             else:
                 self._init_run_dir()
             self.budget: list[StageBudget] = self._plan_budget()  # after every refusal: warnings only for real runs
+            for line in notes:
+                warnings.warn(line, stacklevel=2)
         except BaseException:
             self.close()
             raise

@@ -37,7 +37,7 @@ def test_only_what_training_does_is_compared():
 def test_the_same_command_makes_the_same_run(run):
     assert changed_settings(run, [*ARGS, "--out", str(run), "epochs=2"]) == []
     # the budget and the logging are not what training does
-    assert changed_settings(run, [*ARGS, "--out", str(run), "epochs=2", "--steps", "9999", "log_every=3"]) == []
+    assert changed_settings(run, [*ARGS, "--out", str(run), "epochs=2", "--steps", "9999", "checkpoint_every=7"]) == []
 
 
 def test_a_default_that_changed_since_the_run_is_named(run):
