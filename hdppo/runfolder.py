@@ -1,7 +1,6 @@
 """Run folders as the tools after training read them: config, scenario source, checkpoints per layer."""
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import warnings
@@ -131,11 +130,8 @@ def _is_path(scenario: str) -> bool:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    from hdppo.engine.commit import sha256_file  # one chunked hash for commits and scenario records
+    return sha256_file(path)
 
 
 def inside(path: str | Path, folder: str | Path) -> bool:

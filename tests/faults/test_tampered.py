@@ -22,10 +22,10 @@ import pytest
 
 from hdppo.engine.checkpoint import CheckpointError
 from hdppo.errors import HdppoError
+from tests.helpers import TINY_CLI
 from tests.helpers.cli import cli
 
-TINY_TRAIN = ["--backend", "inline", "--workers", "1", "--seed", "0", "--no-progress", "envs_per_worker=2",
-              "rollout=16", "epochs=1", "minibatches=1"]
+TINY_TRAIN = TINY_CLI
 NEWEST = Path("commits") / "000001"
 
 

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, TINY_CLI
 from tests.helpers.cli import cli
 
-TINY_TRAIN = ["--backend", "inline", "--workers", "1", "--seed", "0", "--no-progress", "envs_per_worker=2",
-              "rollout=16", "epochs=1", "minibatches=1"]
+TINY_TRAIN = TINY_CLI
 
 
 @pytest.fixture(autouse=True)

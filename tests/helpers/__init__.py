@@ -18,3 +18,7 @@ ROOT = TESTS.parent                               # the repository
 # one gradient step per rollout of 16 steps (the `tiny` fixture hands out a copy).
 TINY = {"backend": "inline", "workers": 1, "envs_per_worker": 2, "seed": 0, "rollout": 16, "epochs": 1,
         "minibatches": 1}
+
+# The same on the command line, as flags and key=value pairs after `hdppo train SCENARIO`.
+TINY_CLI = ["--backend", "inline", "--workers", "1", "--seed", "0", "--no-progress", "envs_per_worker=2",
+            "rollout=16", "epochs=1", "minibatches=1"]

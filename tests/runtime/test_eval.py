@@ -11,12 +11,11 @@ import pytest
 
 from hdppo.cli import main
 from hdppo.stats import diff_ci, mean_ci, outcome_ci, rate_ci, seeds_ci
-from tests.helpers import ROOT
+from tests.helpers import ROOT, TINY_CLI
 from tests.helpers.cli import cli
 from tests.helpers.runtime import make_run
 
-FAST = ["--backend", "inline", "--workers", "1", "--seed", "0", "--no-progress", "envs_per_worker=2",
-        "rollout=16", "epochs=1", "minibatches=1"]
+FAST = TINY_CLI
 
 
 @pytest.fixture(autouse=True)
