@@ -45,11 +45,30 @@ def files(sub: str) -> list[Path]:
     return sorted((PKG / sub).rglob("*.py"))
 
 
-def test_the_environment_side_never_imports_the_engine_or_tools() -> None:
-    bad = [f"{module_name(p)} imports {m}" for p in files("team") for m, _ in imports(p)
-           if m.startswith(("hdppo.engine", "hdppo.tools", "hdppo.runtime", "hdppo.integrations"))
-           or m in ("hdppo.cli", "hdppo.runtime.evaluate")]
-    assert not bad, "hdppo.team must stand alone:\n" + "\n".join(bad)
+ABOVE_THE_ENV = ("hdppo.engine", "hdppo.runtime", "hdppo.integrations", "hdppo.analysis", "hdppo.cli")
+
+
+def test_the_environment_side_never_imports_the_engine_or_the_commands() -> None:
+    bad = [f"{module_name(p)} imports {m}" for sub in ("team", "sims") for p in files(sub) for m, _ in imports(p)
+           if m.startswith(ABOVE_THE_ENV)]
+    assert not bad, "hdppo.team and hdppo.sims must stand alone:\n" + "\n".join(bad)
+
+
+def test_simulator_adapters_import_only_the_simulator_side() -> None:
+    """A batch adapter (base, pettingzoo, gymnasium, parallel_view, scene) needs nothing of the
+    hierarchy; only an adapter that makes whole scenarios (vmas_scenario) builds on hdppo.team."""
+    makes_scenarios = {"hdppo.sims.vmas"}
+    bad = [f"{module_name(p)} imports {m}" for p in files("sims") if module_name(p) not in makes_scenarios
+           for m, _ in imports(p) if not (m.startswith("hdppo.sims") or m == "hdppo.errors")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_library_never_imports_the_commands() -> None:
+    """hdppo.cli and hdppo.analysis (diagnose, ablate, bench, plot) sit on top: nothing below imports them."""
+    below = ("team", "sims", "engine", "runtime", "integrations")
+    bad = [f"{module_name(p)} imports {m}" for sub in below for p in files(sub) for m, _ in imports(p)
+           if m.startswith(("hdppo.cli", "hdppo.analysis"))]
+    assert not bad, "\n".join(bad)
 
 
 def test_engine_contracts_come_from_messages_only() -> None:
