@@ -9,6 +9,7 @@ call); see docs/architecture.md, "Adding a DPPO mode or a loss term".
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -46,7 +47,7 @@ class Driver(Protocol):
     def log_update(self, name: str, update_rows: list[dict], results: list[CollectResult]) -> None: ...
 
 
-class Mode:
+class Mode(ABC):
     """How one layer learns in one stage loop. Sync: `update` once its pool's batches are in.
     Async: each worker's new batch gives the `calls` it makes next; each answer goes to `answer`,
     and the mode logs the layer's row (`Driver.log_update`) when an update is complete."""
@@ -59,17 +60,17 @@ class Mode:
     def epochs(self) -> EpochLoop:
         return EpochLoop(self.lc.epochs, self.lc.minibatches, self.lc.target_kl)
 
+    @abstractmethod
     def update(self) -> list[dict]:
         """Sync: one update from the pool's batches of this collect; its update rows."""
-        raise NotImplementedError
 
+    @abstractmethod
     def calls(self, worker: int) -> Iterator[Call]:
         """Async: the calls `worker` makes for the batch it just collected."""
-        raise NotImplementedError
 
+    @abstractmethod
     def answer(self, worker: int, result: Any) -> None:
         """Async: the answer to one of `calls`."""
-        raise NotImplementedError
 
     def log_latest(self, update_rows: list[dict]) -> None:
         """Async: the layer's row, over each worker's latest batch."""

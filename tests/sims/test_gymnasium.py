@@ -186,7 +186,12 @@ def test_rewards_lists_per_agent_and_a_scalar_reward_for_all():
     lambda: GymnasiumMultiAgent(lbforaging_env()),
 ], ids=["own_end", "per_agent_done", "wrapper_limit", "lbforaging"])
 def test_parallel_api_test_passes(make):
-    parallel_api_test(make(), num_cycles=120)
+    env = make()
+    parallel_api_test(env, num_cycles=120)          # raises on any breach of the ParallelEnv API
+    obs, infos = env.reset(seed=0)                  # and the env still serves every agent afterwards
+    assert set(obs) == set(infos) == set(env.possible_agents) == set(env.agents)
+    for agent, ob in obs.items():
+        assert env.observation_space(agent).contains(ob), agent
 
 
 def test_reset_seed_makes_episodes_reproducible():
