@@ -34,6 +34,12 @@ def tiny() -> dict[str, Any]:
 
 
 @pytest.fixture
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 300-column terminal for rich, so the CLI's tables keep one line per row in captured output."""
+    monkeypatch.setenv("COLUMNS", "300")
+
+
+@pytest.fixture
 def own_ray():
     """Each test starts from no Ray in this process and leaves none behind."""
     import ray

@@ -29,9 +29,7 @@ TINY_TRAIN = TINY_CLI
 NEWEST = Path("commits") / "000001"
 
 
-@pytest.fixture(autouse=True)
-def _wide(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "300")
+pytestmark = pytest.mark.usefixtures("wide_console")      # rich tables keep one line per row
 
 
 @pytest.fixture(scope="module")

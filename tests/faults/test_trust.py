@@ -21,9 +21,7 @@ from tests.helpers.cli import cli
 TINY_TRAIN = TINY_CLI
 
 
-@pytest.fixture(autouse=True)
-def _wide(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "300")
+pytestmark = pytest.mark.usefixtures("wide_console")      # rich tables keep one line per row
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,7 @@ from tests.helpers.runtime import make_run
 FAST = TINY_CLI
 
 
-@pytest.fixture(autouse=True)
-def _wide_console(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "300")
+pytestmark = pytest.mark.usefixtures("wide_console")      # rich tables keep one line per row
 
 
 @pytest.fixture(scope="module")
