@@ -5,11 +5,10 @@ from __future__ import annotations
 import multiprocessing as mp
 import signal
 import time
-import traceback
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
-from hdppo.engine.backends import Backend, WorkerError, apply_counters
+from hdppo.engine.backends import Backend, WorkerError, apply_counters, describe_failure, worker_failed
 from hdppo.engine.messages import GradResult, WorkerSpec
 from hdppo.engine.params import SharedGrads, SharedParams
 from hdppo.errors import HdppoError
@@ -60,7 +59,7 @@ def _worker_main(conn: Connection, spec: WorkerSpec, param_names: dict, grad_nam
 def _error(exc: BaseException) -> tuple:
     if isinstance(exc, HdppoError):
         return ("hdppo_error", (exc.problem, exc.fix, exc.where))
-    return ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+    return ("error", describe_failure(exc))
 
 
 class ProcessBackend(Backend):
@@ -135,14 +134,18 @@ class ProcessBackend(Backend):
             raise self._died(w) from None
         method = self._busy.pop(w)
         self._deadline.pop(w, None)
-        if kind == "hdppo_error":
-            problem, fix, where = payload
-            raise WorkerError(f"worker {w} ({method}): {problem}", fix, where=where)
-        if kind == "error":
-            raise WorkerError(f"worker {w} failed in {method}: {payload}", "see the worker's traceback above")
+        if kind not in ("ok", "ready"):
+            raise self._failure(w, method, kind, payload)
         if isinstance(payload, GradResult) and payload.grad == "shm":
             payload.grad = self.grads.slot(payload.layer, w).copy()
         return w, payload
+
+    @staticmethod
+    def _failure(w: int, method: str, kind: str, payload: Any) -> WorkerError:
+        if kind == "hdppo_error":
+            problem, fix, where = payload
+            return WorkerError(f"worker {w} ({method}): {problem}", fix, where=where)
+        return worker_failed(w, method, *payload)
 
     def _hung(self, w: int) -> WorkerError:
         """A worker past its deadline: name it, its pid, its call and what the OS says it is doing."""

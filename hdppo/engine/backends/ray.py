@@ -36,7 +36,7 @@ from typing import Any
 
 import ray
 
-from hdppo.engine.backends import Backend, WorkerError
+from hdppo.engine.backends import Backend, WorkerError, worker_failed
 from hdppo.engine.backends.ray_actor import WORKER_ENV, WorkerActor
 from hdppo.engine.backends.ray_params import INLINE_BYTES, INLINE_TOTAL_BYTES, ActorParams, ParamBoard, RayParams
 from hdppo.engine.config import train_config_from_dict
@@ -216,7 +216,7 @@ class RayBackend(Backend):
             problem, fix, where = payload
             raise WorkerError(f"worker {w} ({method}): {problem}", fix, where=where)
         if kind == "error":
-            raise WorkerError(f"worker {w} failed in {method}: {payload}", "see the worker's traceback above")
+            raise worker_failed(w, method, *payload)
         if extra:
             self._counters[w] = extra[0]
         return payload
