@@ -131,7 +131,7 @@ def make_backend(name: str, specs: list, layer_sizes: dict[str, int], *, address
         backend = InlineBackend(specs, counters, timeouts=timeouts)
     elif name == "process":
         from hdppo.engine.backends.process import ProcessBackend
-        backend = ProcessBackend(specs, layer_sizes, counters)
+        backend = ProcessBackend(specs, layer_sizes, counters, timeouts=timeouts)
     elif name == "ray":
         try:
             from hdppo.engine.backends.ray import RayBackend
