@@ -12,7 +12,8 @@ It behaves as the process backend does, in this one process:
   round boundary, so the stage loop commits that and stops, as the process backend's driver stops
   after its round. Signals during other calls wait for the call, as there.
 
-Timers and interruptions need the main thread; on another thread calls run unbounded, as before.
+Timers and interruptions need the main thread (and a platform with SIGALRM); elsewhere calls run
+unbounded, as before.
 A scenario's own SIGALRM handler is set aside during each call and put back after it.
 """
 from __future__ import annotations
@@ -122,14 +123,14 @@ class InlineBackend(Backend):
                     handler = signal.getsignal(sig)
                     if callable(handler):           # someone handles it (the trainer): end the call after them
                         saved[sig] = signal.signal(sig, self._interrupting(handler))
-            if limit is not None and limit > 0:
+            if limit is not None and limit > 0 and hasattr(signal, "setitimer"):
                 saved[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._alarm)
                 signal.setitimer(signal.ITIMER_REAL, limit)
             self._armed = True
             yield
         finally:
             self._armed = False
-            if signal.SIGALRM in saved:
+            if getattr(signal, "SIGALRM", None) in saved:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             for sig, handler in saved.items():
                 signal.signal(sig, handler)
