@@ -340,9 +340,24 @@ def load_checkpoint(
         raise CheckpointError(
             f"checkpoint {path} is corrupt: {TENSORS_FILE} cannot be parsed ({e}); {_FIX_CORRUPT}"
         ) from e
+    check_finite_tensors(path, tensors, user_meta)
     if str(device) != "cpu":
         tensors = {k: v.to(device) for k, v in tensors.items()}
     return tensors, user_meta
+
+
+def check_finite_tensors(path: Path, tensors: dict[str, torch.Tensor], meta: dict) -> None:
+    """Refuse a checkpoint holding NaN or infinite values (weights or optimizer state): one line
+    naming the file, the layer and the first such tensor. Training never commits one, so it comes
+    from a diverged run of another tool, an older hdppo, or an edit."""
+    for key, t in tensors.items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            bad = int((~torch.isfinite(t)).sum())
+            raise CheckpointError(
+                f"checkpoint {path / TENSORS_FILE} of layer {meta.get('layer', '?')!r} holds non-finite "
+                f"values (NaN or infinite) in {key} ({bad} of {t.numel()}): the training that wrote it "
+                "diverged; load an earlier checkpoint (RUN/commits/NNNNNN/LAYER) or retrain with a lower lr"
+            )
 
 
 def check_compatible(meta: dict, expected: dict, what: str) -> None:

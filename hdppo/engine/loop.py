@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from hdppo.engine import rows
-from hdppo.engine.backends import Backend
+from hdppo.engine.backends import Backend, CallInterrupted
 from hdppo.engine.budget import schedule_progress
 from hdppo.engine.messages import CollectResult
 from hdppo.engine.metrics import CpuMeter, MetricsSink, Progress
@@ -105,6 +105,9 @@ class StageLoop:
         while not self.done:
             try:
                 results: list[CollectResult] = self.timed_call("collect", workers, "collect")
+            except CallInterrupted:
+                self.boundary()        # a stop signal ended the collect: commit this round boundary, stop
+                raise
             except HdppoError:
                 self.commit_before_error()
                 raise
@@ -148,7 +151,11 @@ class StageLoop:
         for w in range(self.backend.n_workers):
             next_call(w)
         while calls:
-            w, result = self.backend.wait_any()
+            try:
+                w, result = self.backend.wait_any()
+            except CallInterrupted:
+                self.boundary()        # a stop signal ended a collect (inline): commit between answers, stop
+                raise
             call = calls.pop(w)
             if call.layer is None:
                 self.after_collect([result])

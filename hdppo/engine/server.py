@@ -4,9 +4,14 @@ Gradients mode: workers send PPO gradients of a minibatch; `apply` aggregates th
 uniformly, or by trajectory return), clips the global norm and takes one Adam step. Async mode
 applies each gradient as it arrives unless it is more than `max_staleness` versions old.
 Experience mode: `train` runs the PPO epochs here on the workers' transitions.
+
+Divergence stops the run: a non-finite loss or gradient norm is refused before the optimizer step,
+and parameters that the step made non-finite are refused before they are published (`params`), so
+no worker and no commit ever sees them (DivergenceError, naming the layer and the update).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +32,7 @@ from hdppo.engine.learner import (
 from hdppo.engine.messages import GradResult, LayerInfo
 from hdppo.engine.normalize import RunningMeanStd
 from hdppo.engine.ppo import EpochLoop, linear_schedule
+from hdppo.errors import HdppoError
 
 if TYPE_CHECKING:
     from hdppo.policies.mlp import ActorCritic
@@ -57,6 +63,10 @@ def aggregation_weights(kind: str, counts: np.ndarray, returns: np.ndarray) -> n
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
     return float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
+
+
+class DivergenceError(HdppoError):
+    """A layer's training produced a non-finite loss, gradient or parameter: the run stops there."""
 
 
 @dataclass
@@ -101,7 +111,20 @@ class ParameterServer:
         return linear_schedule(self.lc.ent_coef, self.lc.ent_coef_final, self.progress)
 
     def params(self) -> np.ndarray:
-        return flat_params(self.policy)
+        """The flat parameters to publish; DivergenceError if any is NaN or infinite."""
+        flat = flat_params(self.policy)
+        if not np.isfinite(flat).all():
+            raise self.diverged(self.stats.updates, f"the step made {int((~np.isfinite(flat)).sum())} of its "
+                                f"{flat.size} parameters non-finite")
+        return flat
+
+    def diverged(self, update: int, what: str) -> DivergenceError:
+        """The one-line error of a diverged layer: which layer, which update, what was non-finite."""
+        return DivergenceError(
+            f"layer {self.name!r} diverged at update {update} (parameter version {self.version}): {what}; "
+            "nothing non-finite was published or committed (the run's newest commit holds its last finite weights)",
+            f"lower lr (now {self.lc.lr:g}) or max_grad_norm (now {self.lc.max_grad_norm:g}) and start a new run "
+            "(a --resume keeps the same settings and would diverge again)")
 
     # ---- value normalisation -----------------------------------------------------------------
     def observe_returns(self, moments: list[tuple[int, float, float]]) -> None:
@@ -123,6 +146,11 @@ class ParameterServer:
         live = [g for g in grads if g.n > 0 and g.grad is not None]
         if not live:
             return {}
+        for g in live:
+            loss = g.stats.get("loss")
+            if loss is not None and not math.isfinite(loss):
+                raise self.diverged(self.stats.updates + 1, f"worker {g.worker}'s loss is {loss}, so the step was not "
+                                    "taken")
         for g in live:
             self._count_staleness(self.version - g.version)
         w = aggregation_weights(self.lc.aggregate, np.array([g.n for g in live]),
@@ -157,12 +185,22 @@ class ParameterServer:
 
     def _step(self, grad: np.ndarray) -> dict[str, float]:
         set_flat_grad(self.policy, grad)
-        norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.lc.max_grad_norm)
+        norm = self._clipped_norm()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.version += 1
         self.stats.updates += 1
-        return {"grad_norm": float(norm), "lr": self.optimizer.param_groups[0]["lr"]}
+        return {"grad_norm": norm, "lr": self.optimizer.param_groups[0]["lr"]}
+
+    def _clipped_norm(self, loss: float = 0.0) -> float:
+        """Clip the gradients in place; their norm before clipping. A non-finite norm (a NaN or
+        infinite gradient) or loss raises DivergenceError before the optimizer can step on it."""
+        norm = float(torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.lc.max_grad_norm))
+        if not (math.isfinite(norm) and math.isfinite(loss)):
+            self.optimizer.zero_grad(set_to_none=True)
+            what = f"the loss is {loss}" if not math.isfinite(loss) else f"the gradient's norm is {norm}"
+            raise self.diverged(self.stats.updates + 1, f"{what}, so the step was not taken")
+        return norm
 
     # ---- experience mode ---------------------------------------------------------------------
     def train(self, batches: list[tuple[int, Batch]]) -> dict[str, float]:
@@ -190,11 +228,12 @@ class ParameterServer:
             terms = minibatch_loss(self.policy, _to_device(data.take(idx), self.device), self.lc, ent)
             self.optimizer.zero_grad(set_to_none=True)
             terms.loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.lc.max_grad_norm)
+            scalars = terms.scalars()
+            norm = self._clipped_norm(scalars.get("loss", 0.0))
             self.optimizer.step()
-            for k, v in terms.scalars().items():
+            for k, v in scalars.items():
                 terms_log.setdefault(k, []).append(v)
-            terms_log.setdefault("grad_norm", []).append(float(norm))
+            terms_log.setdefault("grad_norm", []).append(norm)
             epochs.measured(terms_log["approx_kl"][-1])
         self.version += 1
         self.stats.updates += 1

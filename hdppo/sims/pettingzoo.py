@@ -5,6 +5,10 @@ Episode metrics of a copy (`episode_info(e)`, read when its episode ends, before
 from two places: the numbers of an `infos[unit]["episode"]` mapping, each unit's latest one
 averaged over the units that gave one, and the scenario's `episode_info(env)` hook, called on the
 copy as `env(cfg)` returned it (its values win).
+
+Every unit's observation (and action mask) must have its space's shape: one of another shape is
+refused naming the unit, the copy and the episode step (numpy would broadcast a scalar into every
+feature, or fail without saying which unit). The check compares shapes only, never values.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from hdppo.errors import ScenarioError
 from hdppo.sims.base import BatchedEnv, EnvStep, flat_space
 
 
@@ -66,12 +71,13 @@ class PettingZooBatch(BatchedEnv):
         self.obs_space = flat_space(self._raw_obs_space)
         self.action_space = env0.action_space(self.units[0])
         if self._dict_obs and not isinstance(self.action_space, gym.spaces.Discrete):
-            from hdppo.errors import ScenarioError
             raise ScenarioError(f"unit {self.units[0]!r} observes an action_mask but its action space is "
                                 f"{self.action_space}: hdppo applies action masks to Discrete action spaces only",
                                 "give the units a Discrete action space, or drop the action_mask from their "
                                 "observations (a wrapper returning ob['observation'])")
         self.obs = np.zeros((n_envs, len(self.units), self.obs_space.shape[0]), dtype=np.float32)
+        self._obs_shape = tuple(self._raw_obs_space.shape or ()) if self._box_obs else self.obs.shape[2:]
+        self._t = np.zeros(n_envs, dtype=np.int64)      # each copy's episode step, for the shape errors
         self.alive = np.zeros((n_envs, len(self.units)), dtype=bool)
         self.action_mask = self._base_mask()
         self._mask_base = None if self.action_mask is None else self.action_mask[0].copy()
@@ -99,7 +105,8 @@ class PettingZooBatch(BatchedEnv):
         base = np.arange(n)[None, :] < np.asarray(sizes)[:, None]
         return np.repeat(base[None], self.n_envs, axis=0)
 
-    def _write_obs(self, e: int, observations: dict) -> None:
+    def _write_obs(self, e: int, observations: dict, step: int = -1) -> None:
+        """Copy e's observations (of its reset, or of its episode step `step`) into the arrays."""
         self.alive[e] = False
         for agent, ob in observations.items():
             i = self.index.get(agent)
@@ -108,22 +115,44 @@ class PettingZooBatch(BatchedEnv):
             if self._dict_obs:
                 # _base_mask gives dict observations a mask (their action space is Discrete: checked in __init__)
                 assert self.action_mask is not None and self._mask_base is not None
-                self.action_mask[e, i] = np.asarray(ob["action_mask"], dtype=bool) & self._mask_base[i]
+                mask = np.asarray(ob["action_mask"], dtype=bool)
+                if mask.shape != self._mask_base[i].shape:
+                    raise self._bad_shape("action mask", agent, e, step, mask.shape, self._mask_base[i].shape)
+                self.action_mask[e, i] = mask & self._mask_base[i]
                 ob = ob["observation"]
             if self._box_obs:
-                self.obs[e, i] = np.asarray(ob, dtype=np.float32).reshape(-1)
+                a = np.asarray(ob, dtype=np.float32)
+                if a.shape != self._obs_shape:
+                    raise self._bad_shape("observation", agent, e, step, a.shape, self._obs_shape)
+                self.obs[e, i] = a.reshape(-1)
             else:   # Discrete, MultiDiscrete, Tuple...: Gymnasium's flattening (one-hot for Discrete)
-                self.obs[e, i] = gym.spaces.flatten(self._raw_obs_space, ob)
+                try:
+                    flat = np.asarray(gym.spaces.flatten(self._raw_obs_space, ob))
+                except (ValueError, TypeError, IndexError, KeyError, AssertionError) as exc:
+                    raise self._bad_shape("observation", agent, e, step, f"{ob!r} ({type(exc).__name__}: {exc})",
+                                          self._raw_obs_space) from None
+                if flat.shape != self._obs_shape:
+                    raise self._bad_shape("observation", agent, e, step, flat.shape, self._obs_shape)
+                self.obs[e, i] = flat
         for agent in self.envs[e].agents:
             i = self.index.get(agent)
             if i is not None:
                 self.alive[e, i] = True
         self._last_obs[e] = observations
 
+    def _bad_shape(self, what: str, agent: str, e: int, step: int, got: Any, want: Any) -> ScenarioError:
+        when = "at its reset" if step < 0 else f"at episode step {step}"
+        shape = f"shape {got}" if isinstance(got, tuple) else got
+        space = f"has shape {want}" if isinstance(want, tuple) else f"is {want}"
+        return ScenarioError(f"the env gave unit {agent!r} an {what} of {shape}, but its space {space} "
+                             f"(copy {e}, {when})",
+                             f"return every {what} in its space's shape, or declare the space it really has")
+
     def reset(self, seed: int | None = None) -> None:
         for e, env in enumerate(self.envs):
             obs, _ = env.reset(seed=None if seed is None else seed + e)
             self.obs[e] = 0.0
+            self._t[e] = 0
             self._write_obs(e, obs)
             self._episode_infos[e] = {}
 
@@ -131,6 +160,7 @@ class PettingZooBatch(BatchedEnv):
         for e in np.flatnonzero(mask).tolist():
             obs, _ = self.envs[e].reset()
             self.obs[e] = 0.0
+            self._t[e] = 0
             self._write_obs(e, obs)
             self._episode_infos[e] = {}
 
@@ -162,7 +192,8 @@ class PettingZooBatch(BatchedEnv):
                     if isinstance(info, Mapping) and isinstance(info.get("episode"), Mapping):
                         self._episode_infos[e][i] = info["episode"]
             was_alive = self.alive[e].copy()
-            self._write_obs(e, obs)
+            self._write_obs(e, obs, int(self._t[e]))
+            self._t[e] += 1
             # a unit that vanished without a flag ended all the same: count it as terminated
             vanished = was_alive & ~self.alive[e] & ~self._term[e] & ~self._trunc[e]
             self._term[e] |= vanished

@@ -26,7 +26,7 @@ from hdppo.team.assembly import build_graph, make_env_and_graph
 from hdppo.team.episodes import episode_stats
 from hdppo.team.final_view import FinalView
 from hdppo.team.goals import GoalBook, ground_goals
-from hdppo.team.guards import check_actions, check_finite
+from hdppo.team.guards import check_actions, check_finite, check_shapes
 from hdppo.team.interfaces import Decision, LayerInfo, LayerStep, Policy, StepResult
 from hdppo.team.layer_info import build_infos
 from hdppo.team.scenario import Layer, LayerContext, Scenario
@@ -117,6 +117,7 @@ class HierarchyEnv:
         """Start new episodes in every copy; without a seed the copies' random streams continue."""
         self.env.reset(seed=seed)
         self._reset_state(np.ones(self.n_envs, dtype=bool))
+        check_shapes(self.env, self.t, self.scenario.name)
         self._compute_features()
 
     # ---- observations ----------------------------------------------------------------------
@@ -289,6 +290,7 @@ class HierarchyEnv:
         pre_alive, pre_feat, pre_goal_cache = self.alive, self._feat, self._goal_feat
         assert self._env_actions is not None
         step: EnvStep = self.env.step(self._env_actions)
+        check_shapes(self.env, self.t, self.scenario.name, step)
         check_finite(step, self.env, self.t, self.scenario.name)
         self._compute_features()
         # rewards bottom-up: the env (team) reward of each node, then its weighted layer reward

@@ -1,32 +1,64 @@
 """Process backend: one OS process per worker; parameters and gradients in shared memory, calls
-and small results through pipes. Every process runs torch with one thread."""
+and small results through pipes. Every process runs torch with one thread.
+
+A worker starts in two steps, each with its own deadline: importing torch and hdppo (hdppo's own
+work, `IMPORT_TIMEOUT_S`), then building its envs and policies (the scenario's work: the `start`
+timeout, which follows worker_timeout). A worker dies with its driver (Linux: the parent-death
+signal), and elsewhere ends quietly when it finds the driver's pipe closed.
+"""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
+import sys
 import time
-import traceback
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
-from hdppo.engine.backends import Backend, WorkerError, apply_counters
+from hdppo.engine.backends import Backend, WorkerError, apply_counters, describe_failure, worker_failed
 from hdppo.engine.messages import GradResult, WorkerSpec
 from hdppo.engine.params import SharedGrads, SharedParams
 from hdppo.errors import HdppoError
 
-START_TIMEOUT_S = 300.0
+IMPORT_TIMEOUT_S = 300.0      # a new process must have imported torch and hdppo within this
+START_TIMEOUT_S = 300.0       # building a worker's envs, when no `start` timeout is given
+GONE = (EOFError, OSError)    # what a pipe to a driver that died raises (ConnectionResetError, BrokenPipeError)
+
+
+def _die_with(driver: int) -> None:
+    """Make this worker die with its driver: a SIGKILLed driver never leaves workers behind."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
+        except Exception:
+            pass
+    if os.getppid() != driver:                     # the driver died before the line above
+        os._exit(0)
 
 
 def _worker_main(conn: Connection, spec: WorkerSpec, param_names: dict, grad_names: dict,
-                 counters: dict[str, int] | None = None) -> None:
+                 counters: dict[str, int] | None = None, driver: int = 0) -> None:
     # Ctrl-C and SIGTERM/SIGHUP sent to the whole process group are the driver's to handle (it
     # commits, then closes the pool); a worker ends when the driver closes its pipe, or dies with it.
     for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if sig is not None:
             signal.signal(sig, signal.SIG_IGN)
+    if driver:
+        _die_with(driver)
+    try:
+        _serve(conn, spec, param_names, grad_names, counters)
+    except GONE:                                   # the driver is gone: nobody to answer, nothing to say
+        os._exit(0)
+
+
+def _serve(conn: Connection, spec: WorkerSpec, param_names: dict, grad_names: dict,
+           counters: dict[str, int] | None) -> None:
     import torch
     torch.set_num_threads(1)
     from hdppo.engine.worker import Worker
+    conn.send(("imported", None))
     params = SharedParams(names=param_names)
     grads = SharedGrads(names=grad_names)
     try:
@@ -37,10 +69,7 @@ def _worker_main(conn: Connection, spec: WorkerSpec, param_names: dict, grad_nam
     apply_counters(worker, counters)
     conn.send(("ready", None))
     while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            break
+        msg = conn.recv()
         if msg is None:
             break
         method, args = msg
@@ -49,9 +78,10 @@ def _worker_main(conn: Connection, spec: WorkerSpec, param_names: dict, grad_nam
             if isinstance(out, GradResult) and out.grad is not None:
                 grads.slot(out.layer, worker.id)[:] = out.grad
                 out.grad = "shm"  # type: ignore[assignment]
-            conn.send(("ok", out))
+            reply = ("ok", out)
         except BaseException as exc:
-            conn.send(_error(exc))
+            reply = _error(exc)
+        conn.send(reply)
     worker.close()
     params.close()
     grads.close()
@@ -60,14 +90,14 @@ def _worker_main(conn: Connection, spec: WorkerSpec, param_names: dict, grad_nam
 def _error(exc: BaseException) -> tuple:
     if isinstance(exc, HdppoError):
         return ("hdppo_error", (exc.problem, exc.fix, exc.where))
-    return ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+    return ("error", describe_failure(exc))
 
 
 class ProcessBackend(Backend):
     def __init__(self, specs: list[WorkerSpec], layer_sizes: dict[str, int],
-                 counters: list[dict[str, int]] | None = None) -> None:
+                 counters: list[dict[str, int]] | None = None, timeouts: dict[str, float] | None = None) -> None:
         self.n_workers = len(specs)
-        self.timeouts: dict[str, float] = {}
+        self.timeouts: dict[str, float] = dict(timeouts or {})
         self._deadline: dict[int, float] = {}          # worker -> monotonic time its call must answer by
         self.params: SharedParams = SharedParams(sizes=layer_sizes)
         self.grads = SharedGrads(self.n_workers, layer_sizes)
@@ -79,21 +109,62 @@ class ProcessBackend(Backend):
             for w, spec in enumerate(specs):
                 parent, child = ctx.Pipe()
                 c = counters[w] if counters else {}
-                p = ctx.Process(target=_worker_main, args=(child, spec, self.params.names(), self.grads.names(), c),
+                p = ctx.Process(target=_worker_main, args=(child, spec, self.params.names(), self.grads.names(), c,
+                                                           os.getpid()),
                                 name=f"hdppo-worker-{spec.worker_id}", daemon=True)
                 p.start()
                 child.close()
                 self._conns.append(parent)
                 self._procs.append(p)
-            for w in range(self.n_workers):
-                self._busy[w] = "start"
-            pending = set(range(self.n_workers))
-            while pending:
-                w, _ = self.wait_any(timeout=START_TIMEOUT_S)
-                pending.discard(w)
+            self._start(self.timeouts.get("start", START_TIMEOUT_S))
         except BaseException:
             self.close()
             raise
+
+    def _start(self, limit: float) -> None:
+        """Wait for every worker to import (IMPORT_TIMEOUT_S), then to build its envs (`limit`)."""
+        phase = {w: "import" for w in range(self.n_workers)}
+        deadline = {w: time.monotonic() + IMPORT_TIMEOUT_S for w in phase}
+        for w in phase:
+            self._busy[w] = "start"
+        while phase:
+            left = min(deadline[w] for w in phase) - time.monotonic()
+            conns = {self._conns[w]: w for w in phase}
+            for ready in wait(list(conns), timeout=max(left, 0.0)):
+                conn = cast(Connection, ready)      # wait() hands back the connections it was given
+                w = conns[conn]
+                try:
+                    kind, payload = conn.recv()
+                except GONE:
+                    raise self._died(w) from None
+                if kind == "imported":
+                    phase[w], deadline[w] = "build", time.monotonic() + limit
+                elif kind == "ready":
+                    del phase[w]
+                    self._busy.pop(w, None)
+                else:
+                    raise self._failure(w, "start", kind, payload)
+            late = [w for w in phase if deadline[w] <= time.monotonic()]
+            if late:
+                raise self._slow_start(late[0], phase[late[0]], limit)
+
+    def _slow_start(self, w: int, phase: str, limit: float) -> WorkerError:
+        pid, status = self._procs[w].pid, self._status(w)
+        if phase == "import":
+            return WorkerError(f"worker {w} (pid {pid}, process state {status}) did not import torch and hdppo "
+                               f"within {IMPORT_TIMEOUT_S:.0f} s", "check the machine's load and free memory, or use "
+                               "fewer workers")
+        return WorkerError(f"worker {w} (pid {pid}, process state {status}) did not build its envs within "
+                           f"{limit:.0f} s (worker_timeout): the scenario's env constructor or reset hangs or is far "
+                           "slower than expected", f"look for a hang in the scenario's env (e.g. `py-spy dump --pid "
+                           f"{pid}`), or raise worker_timeout")
+
+    def _status(self, w: int) -> str:
+        try:
+            import psutil
+            return str(psutil.Process(self._procs[w].pid).status())
+        except Exception:
+            return "unknown"
 
     def submit(self, worker: int, method: str, *args: Any) -> None:
         self._busy[worker] = method
@@ -135,23 +206,23 @@ class ProcessBackend(Backend):
             raise self._died(w) from None
         method = self._busy.pop(w)
         self._deadline.pop(w, None)
-        if kind == "hdppo_error":
-            problem, fix, where = payload
-            raise WorkerError(f"worker {w} ({method}): {problem}", fix, where=where)
-        if kind == "error":
-            raise WorkerError(f"worker {w} failed in {method}: {payload}", "see the worker's traceback above")
+        if kind != "ok":
+            raise self._failure(w, method, kind, payload)
         if isinstance(payload, GradResult) and payload.grad == "shm":
             payload.grad = self.grads.slot(payload.layer, w).copy()
         return w, payload
 
+    @staticmethod
+    def _failure(w: int, method: str, kind: str, payload: Any) -> WorkerError:
+        if kind == "hdppo_error":
+            problem, fix, where = payload
+            return WorkerError(f"worker {w} ({method}): {problem}", fix, where=where)
+        return worker_failed(w, method, *payload)
+
     def _hung(self, w: int) -> WorkerError:
         """A worker past its deadline: name it, its pid, its call and what the OS says it is doing."""
         p, method = self._procs[w], self._busy.get(w, "a call")
-        try:
-            import psutil
-            status = psutil.Process(p.pid).status()
-        except Exception:
-            status = "unknown"
+        status = self._status(w)
         limit = self.call_timeout(method) or 0.0
         return WorkerError(f"worker {w} (pid {p.pid}, process state {status}) gave no answer to {method} within "
                            f"{limit:.0f} s (worker_timeout); it is stopped, deadlocked or far slower than expected",

@@ -18,9 +18,16 @@ never counted. A re-issued `gradient` or `experience` finds no batch (the new wo
 collected yet) and answers with none: a GradResult with n=0, which the servers skip, or
 `(version, None)`. An error raised inside a worker is not a death and is not retried.
 
+Signals and leftovers: `ray.init` replaces the driver's SIGTERM handler (Ray's own aborts the
+process), so the handlers in place before it (the trainer's: commit, then exit 143) are put back
+right after it. A local Ray this backend starts gets a reaper (`ray_reaper.py`): when the driver
+dies, even by SIGKILL, the Ray processes it started (agents that would outlive it included) are
+killed.
+
 The parts: `ray_params.py` moves parameters (driver table, board actor, the worker's store),
-`ray_actor.py` is what runs inside an actor, and this module is the driver's side: starting or
-joining Ray, issuing calls, restarting dead actors, shutting down.
+`ray_actor.py` is what runs inside an actor, `ray_reaper.py` cleans up after a dead driver, and
+this module is the driver's side: starting or joining Ray, issuing calls, restarting dead actors,
+shutting down.
 
 This module's name shadows nothing: `import ray` below is an absolute import of the real Ray.
 """
@@ -30,15 +37,18 @@ import dataclasses
 import logging
 import math
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import ray
 
-from hdppo.engine.backends import Backend, WorkerError
+from hdppo.engine.backends import Backend, WorkerError, worker_failed
 from hdppo.engine.backends.ray_actor import WORKER_ENV, WorkerActor
 from hdppo.engine.backends.ray_params import INLINE_BYTES, INLINE_TOTAL_BYTES, ActorParams, ParamBoard, RayParams
+from hdppo.engine.backends.ray_reaper import Reaper
 from hdppo.engine.config import train_config_from_dict
 from hdppo.engine.messages import GradResult, WorkerSpec
 from hdppo.errors import HdppoError
@@ -52,6 +62,7 @@ CLOSE_TIMEOUT_S = 5.0         # idle workers get this long to close their envs b
 # killed, its node removed), or the object holding its answer went with its node.
 LOST = (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError, ray.exceptions.WorkerCrashedError,
         ray.exceptions.NodeDiedError, ray.exceptions.OutOfMemoryError)
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 log = logging.getLogger(__name__)
 
 
@@ -79,6 +90,7 @@ class RayBackend(Backend):
         self._board: Any = None
         self._live = False
         self._started = False                      # this backend started Ray (and stops it at close)
+        self._reaper: Reaper | None = None         # kills what that Ray leaves if the driver dies
         self._pending: dict[Any, int] = {}         # ObjectRef -> worker
         self._busy: dict[int, str] = {}            # worker -> method
         self._calls: dict[int, tuple[str, tuple]] = {}         # worker -> its outstanding (method, args)
@@ -106,19 +118,29 @@ class RayBackend(Backend):
     def _init_ray(self, address: str | None, num_cpus: int) -> None:
         if ray.is_initialized():                   # this process already joined a cluster: use it
             return
+        main = threading.current_thread() is threading.main_thread()
+        handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} if main else {}
         try:
             if address:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             else:
+                self._reaper = Reaper()
                 ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                          logging_level=logging.WARNING)
                 self._started = True
         except Exception as exc:
+            if self._reaper is not None:
+                self._reaper.done()
+                self._reaper = None
             where = f"the Ray cluster at {address}" if address else "a local Ray instance"
             raise HdppoError(f"could not start or join {where}: {type(exc).__name__}: {exc}",
                              "check the address (ray://HOST:10001 or HOST:6379) and that the cluster runs the "
                              "same Ray and Python versions" if address else
                              "run `ray stop`, check /tmp/ray for stale sessions, or use --backend process") from None
+        finally:
+            for sig, handler in handlers.items():  # Ray's SIGTERM handler aborts: the caller's own stand
+                if handler is not None:
+                    signal.signal(sig, handler)
 
     def _new_actor(self, w: int) -> Any:
         return self._actor_cls.remote(self._specs[w], self._board, self._live, dict(self._counters[w]))
@@ -216,7 +238,7 @@ class RayBackend(Backend):
             problem, fix, where = payload
             raise WorkerError(f"worker {w} ({method}): {problem}", fix, where=where)
         if kind == "error":
-            raise WorkerError(f"worker {w} failed in {method}: {payload}", "see the worker's traceback above")
+            raise worker_failed(w, method, *payload)
         if extra:
             self._counters[w] = extra[0]
         return payload
@@ -297,6 +319,9 @@ class RayBackend(Backend):
         if self._started:
             self._started = False
             ray.shutdown()
+        if self._reaper is not None:
+            self._reaper.done()
+            self._reaper = None
 
 
 def _refreshes_mid_rollout(specs: list[WorkerSpec]) -> bool:

@@ -3,12 +3,12 @@ backend drives, with `ActorParams` as its parameter store. The worker itself nev
 from __future__ import annotations
 
 import os
-import traceback
 from typing import Any
 
 import numpy as np
 import ray
 
+from hdppo.engine.backends import describe_failure
 from hdppo.engine.backends.ray_params import ActorParams
 from hdppo.engine.messages import WorkerSpec
 from hdppo.engine.worker import Worker
@@ -21,7 +21,7 @@ WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
 def _error(exc: BaseException) -> tuple:
     if isinstance(exc, HdppoError):
         return ("hdppo_error", (exc.problem, exc.fix, exc.where))
-    return ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+    return ("error", describe_failure(exc))
 
 
 class WorkerActor:
