@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hdppo.engine.tracking import check_track
 from hdppo.errors import ConfigError
 from hdppo.overrides import apply_overrides
 
@@ -90,6 +91,8 @@ class TrainConfig:
     worker_cpus: float = 1.0              # ray: CPUs each worker actor asks for
     worker_gpus: float = 0.0              # ray: GPUs each worker actor asks for
     worker_restarts: int = 3              # ray: how often each worker's actor is recreated after it dies
+    track: str = "none"                   # also log metrics, config and summary to wandb or mlflow (in the
+                                          # run folder unless their env vars say otherwise; engine/tracking.py)
     layers: dict[str, LayerConfig] = field(default_factory=dict)
 
     def n_workers(self) -> int:
@@ -104,10 +107,10 @@ LAYER_KEYS = {f.name for f in dataclasses.fields(LayerConfig)}
 
 
 # TrainConfig fields that do not change what training does (the budget, the display, commit and log
-# intervals, timeouts, the Ray address, restarts): runs differing only in these are the same run
+# intervals, timeouts, the Ray address, restarts, tracking): runs differing only in these are the same run
 # (hdppo plot groups them as seeds of one config; the evidence studies reuse them).
 NOT_TRAINING = frozenset({"steps", "progress", "checkpoint_every", "checkpoint_seconds", "worker_timeout", "log_every",
-                          "address", "worker_restarts"})
+                          "address", "worker_restarts", "track"})
 
 
 def resolve_overrides(overrides: dict[str, Any], layer_names: list[str], scenario_keys: set[str],
@@ -190,6 +193,7 @@ def check_train_config(cfg: TrainConfig) -> None:
     need(_finite(cfg.worker_gpus) and cfg.worker_gpus >= 0, "worker_gpus", cfg.worker_gpus, ">= 0")
     check_device(cfg.device)
     cfg.progress = progress_mode(cfg.progress)
+    cfg.track = check_track(cfg.track)
     for name, lc in cfg.layers.items():     # the mode's name is checked against MODES by RunSpec and
         check_layer_ranges(name, lc, need)    # the Trainer (modes.py builds on this module, not under it)
     for name, lc in cfg.layers.items():

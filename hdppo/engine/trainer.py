@@ -254,7 +254,7 @@ class Trainer:
         purge = int(self.state["env_steps"]) if self.commit is not None and self.state["env_steps"] else None
         restore = self._catch_signals()
         try:
-            self.sink = MetricsSink(self.out, purge_step=purge)
+            self.sink = MetricsSink(self.out, purge_step=purge, track=self.tc.track)
             while self.state["stage"] < len(self.stages):
                 self.check_stop()
                 stage = self.stages[self.state["stage"]]
