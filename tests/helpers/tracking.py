@@ -1,18 +1,15 @@
-"""What a tracked run logged, read back: its CSV cells, its W&B offline records, its TensorBoard hparams."""
+"""What a tracked run logged, read back: its CSV cells, its W&B offline run, its TensorBoard hparams."""
 from __future__ import annotations
 
 import csv
 import json
 import math
-import struct
-from collections.abc import Iterator
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from hdppo.engine.metrics import read_csv
-
-WANDB_BLOCK = 32 * 1024          # the .wandb file is LevelDB's log format: 32 KiB blocks of 7-byte-headed chunks
-WANDB_HEADER = 7                 # ":W&B", a 2-byte magic and a version byte
 
 
 def csv_cells(run: Path) -> dict[tuple[str, int], float]:
@@ -38,48 +35,24 @@ def last_rows(run: Path) -> dict[str, dict[str, float]]:
     return out
 
 
-def wandb_records(path: Path) -> Iterator[Any]:
-    """The records of a `run-ID.wandb` file, decoded with wandb's own protobuf definitions."""
-    from wandb.proto import wandb_internal_pb2
-    data = path.read_bytes()
-    assert data[:4] == b":W&B", f"{path} is not a W&B transaction log"
-    pos, pending = WANDB_HEADER, b""
-    while pos + 7 <= len(data):
-        left = WANDB_BLOCK - pos % WANDB_BLOCK
-        if left < 7:                                   # a block's tail too short for a header is padding
-            pos += left
-            continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        pending += data[pos + 7:pos + 7 + length]
-        pos += 7 + length
-        if kind in (1, 4):                             # FULL, or the LAST chunk of a fragmented record
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(pending)
-            pending = b""
-            yield record
-
-
 def wandb_run(run_dir: Path) -> dict[str, Any]:
-    """An offline W&B run folder read back: its id, config, history rows, summary, exit code."""
-    [log] = run_dir.glob("run-*.wandb")
+    """An offline W&B run folder read back by wandb's own reader (`wandb leet inspect --json`): its
+    id, config, history rows, summary (every update, the last value kept) and exit code."""
+    lines = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_dir)],
+                           capture_output=True, text=True, check=True, timeout=120).stdout.splitlines()
     out: dict[str, Any] = {"config": {}, "history": [], "summary": {}, "exit_code": None}
-    for record in wandb_records(log):
-        kind = record.WhichOneof("record_type")
+    for record in (json.loads(line) for line in lines if line.strip()):
+        kind = record.get("type")
         if kind == "run":
-            out["id"] = record.run.run_id
-            out["config"] = _items(record.run.config.update)
+            out["id"] = record["run"]["run_id"]
+            out["config"] = record["run"]["config"]["update"]
         elif kind == "history":
-            out["history"].append(_items(record.history.item))
+            out["history"].append(record["history"]["item"])
         elif kind == "summary":
-            out["summary"].update(_items(record.summary.update))
+            out["summary"].update(record["summary"]["update"])
         elif kind == "exit":
-            out["exit_code"] = record.exit.exit_code
+            out["exit_code"] = record["exit"].get("exit_code", 0)
     return out
-
-
-def _items(items: Any) -> dict[str, Any]:
-    """A record's key/value items (a key is `key`, or `nested_key` written as one path)."""
-    return {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in items}
 
 
 def hparams(run: Path) -> dict[str, Any]:
