@@ -11,6 +11,7 @@ import pytest
 
 import hdppo
 from hdppo.engine import tracking
+from hdppo.engine.metrics import MetricsSink
 from hdppo.engine.tracking import flatten, is_return
 from hdppo.runfolder import check_team, load_run_config
 from tests.helpers.cli import cli
@@ -91,15 +92,16 @@ def test_wandb_offline_holds_the_csv_rows_the_config_and_the_summary_and_resume_
 
 def test_mlflow_tracking_uri_points_runs_at_one_store(tmp_path, monkeypatch):
     store = f"sqlite:///{tmp_path / 'shared.db'}"
+    monkeypatch.chdir(tmp_path)                  # MLflow's own default for the artifacts of such a store: ./mlruns
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "grid-sweep")
     for name in ("a", "b"):
         run = tmp_path / name
         run.mkdir()
         (run / "config.json").write_text(json.dumps({"scenario": "grid", "train": {"seed": name}}))
-        with hdppo.engine.metrics.MetricsSink(run, tensorboard=False, track="mlflow") as sink:
+        with MetricsSink(run, tensorboard=False, track="mlflow") as sink:
             sink.log("low", 32, {"return": 1.0})
-        assert not (run / "mlflow").exists()
+        assert not (run / "mlflow").exists() and (tmp_path / "mlruns").is_dir()
     from mlflow.tracking import MlflowClient
     client = MlflowClient(store)
     runs = client.search_runs([client.get_experiment_by_name("grid-sweep").experiment_id])
