@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hdppo.engine.callbacks import Callbacks
 from hdppo.engine.config import TrainConfig
 from hdppo.engine.messages import LayerInfo
 
@@ -24,7 +26,8 @@ class Stage:
 @dataclass
 class RunState:
     """The trainer's side of a stage loop: the config, the layers (top to bottom), the counters it
-    advances, and three hooks: commit the servers now, whether a stop signal came, stop if so."""
+    advances, three hooks (commit the servers now, whether a stop signal came or a callback asked to
+    stop, stop if a signal came) and the run's callbacks."""
 
     train: TrainConfig
     infos: list[LayerInfo]
@@ -32,6 +35,8 @@ class RunState:
     commit: Callable[[dict[str, ParameterServer], str], Any]
     stop_requested: Callable[[], bool]
     check_stop: Callable[[], None]
+    run_dir: Path = Path(".")
+    callbacks: Callbacks = field(default_factory=Callbacks)
 
     @property
     def names(self) -> list[str]:

@@ -11,12 +11,14 @@ import errno
 import json
 import signal
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from hdppo import provenance
 from hdppo.engine.backends import make_backend
 from hdppo.engine.budget import StageBudget, plan_budget, starved
+from hdppo.engine.callbacks import Callbacks, Event
 from hdppo.engine.checkpoint import CheckpointError, check_compatible, inspect_checkpoint, load_checkpoint
 from hdppo.engine.commit import Commit, point_checkpoints, recover, write_commit
 from hdppo.engine.config import TrainConfig, check_train_config, train_config_to_dict
@@ -62,7 +64,8 @@ def plan_stages(names: list[str], trained: list[str], tc: TrainConfig) -> list[S
 class Trainer:
     """Runs a RunSpec to completion (or resumes it), writing everything into the run folder."""
 
-    def __init__(self, spec: RunSpec, resume: bool = False, reinit: tuple[str, ...] = ()) -> None:
+    def __init__(self, spec: RunSpec, resume: bool = False, reinit: tuple[str, ...] = (),
+                 callbacks: Iterable[Any] | None = None) -> None:
         import torch
         torch.set_num_threads(1)   # the servers' maths must not depend on the thread count
         self.spec, self.tc = spec, spec.train
@@ -87,6 +90,7 @@ class Trainer:
                                       "worker_steps": []}
         self.commit: Commit | None = None
         self.stop_signal: int | None = None
+        self.callbacks = Callbacks(callbacks)
         self.sink: MetricsSink | None = None
         self.reinit = set(reinit)
         self.dropped_rows: dict[str, int] = {}      # metrics rows after the resumed commit, cut off
@@ -229,6 +233,8 @@ class Trainer:
             self.sink.flush()
         self.commit = write_commit(self.out, number, dict(self.state), fresh, carried, metrics_rows(self.out))
         _write_json(self.out / "state.json", dict(self.state, commit=number))   # a copy for people and tools
+        if self.callbacks:
+            self.callbacks.fire(Event("commit", self.out, stage, int(self.state["env_steps"]), commit=number))
         return self.commit
 
     def write_error(self, exc: OSError, kept: str | None = None) -> HdppoError:
@@ -259,6 +265,9 @@ class Trainer:
                 self.check_stop()
                 stage = self.stages[self.state["stage"]]
                 summary[stage.name] = self._run_stage(stage, self.sink)
+                if self.callbacks.stop_reason is not None and self.state["stage"] < len(self.stages):
+                    summary[stage.name].setdefault("stopped_by", self.callbacks.stop_reason)
+                    break
             self.check_stop()
         except OSError as exc:
             if exc.errno in WRITE_ERRNOS:
@@ -343,12 +352,15 @@ class Trainer:
                                worker_gpus=self.tc.worker_gpus, worker_restarts=self.tc.worker_restarts,
                                counters=self.rollout_counters(stage), timeouts=self.call_timeouts(stage))
         run = RunState(self.tc, self.infos, self.state, commit=self.commit_now,
-                       stop_requested=lambda: self.stop_signal is not None, check_stop=self.check_stop)
+                       stop_requested=lambda: self.stop_signal is not None, check_stop=self.check_stop,
+                       run_dir=self.out, callbacks=self.callbacks)
         loop = StageLoop(run, stage, servers, backend, sink)
         try:
             summary = loop.run()
         finally:
             backend.close()
+        if "stopped_by" in summary:              # a callback stopped it; the loop committed that boundary
+            return summary
         self.state.update(stage=self.state["stage"] + 1, stage_steps=0)
         self.state["finished"] = self.state["stage"] >= len(self.stages)
         self.commit_now(servers, stage.name)
