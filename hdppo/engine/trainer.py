@@ -268,7 +268,8 @@ class Trainer:
             if self.tc.eval_every > 0:
                 self.evaluation = TrainingEval(self.out, self.tc, self.names, self.spec.scenario, self.sink,
                                                self.callbacks, self.state)
-            self._evaluate_if_due(self.stages[min(self.state["stage"], len(self.stages) - 1)].name)
+            if not self.reinit:                      # (a --reinit layer is damaged in the resumed commit)
+                self._evaluate_if_due(self.stages[min(self.state["stage"], len(self.stages) - 1)].name)
             while self.state["stage"] < len(self.stages) and self.callbacks.stop_reason is None:
                 self.check_stop()
                 stage = self.stages[self.state["stage"]]

@@ -65,6 +65,10 @@ def test_evals_come_at_the_first_boundary_after_each_multiple_and_at_the_end(tmp
     assert int(rows[-1]["commit"]) == list_commits(run)[-1]   # the end of training scores the final commit
     out = capsys.readouterr().out
     assert "[hdppo eval] step 128 commit 1:" in out and "[hdppo eval] step 320" in out
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(run / "tb"))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("eval/return/low")] == [128, 224, 320]
 
     again = hdppo.train("grid", tiny | EVAL | {"steps": 320, "eval_every": 64}, layers="low", out=tmp_path / "b")
     assert steps_of(again) == [64, 128, 192, 256, 320]       # the end is evaluated once
