@@ -25,7 +25,8 @@ class Event:
 
     update: `layer` made one PPO update; `metrics` is the row logged for it (metrics/LAYER.csv).
     commit: run commit number `commit` was written (`run_dir / "commits" / f"{commit:06d}"`).
-    eval:   an evaluation during training finished; `metrics` holds its results.
+    eval:   run commit `commit` was evaluated during training (hdppo/engine/evaluation.py); `metrics`
+            is the row logged for it (metrics/eval.csv).
     """
 
     kind: str

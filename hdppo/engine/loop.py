@@ -181,20 +181,29 @@ class StageLoop:
 
     # ---- commits -------------------------------------------------------------------------------
     def boundary(self) -> None:
-        """Between rounds (sync) or answers (async): commit when checkpoint_seconds have passed, a
-        layer has made checkpoint_every updates, or a stop signal came or a callback asked to stop
-        (then stop; a callback's stop at the stage's end lets the stage end and commit as usual)."""
+        """Between rounds (sync) or answers (async): evaluate when due (commit, then score that
+        commit: hdppo/engine/evaluation.py); commit when checkpoint_seconds have passed, a layer has
+        made checkpoint_every updates, or a stop signal came or a callback asked to stop (then stop;
+        a callback's stop at the stage's end lets the stage end and commit as usual)."""
+        evaluation = self.run_state.evaluation
+        if evaluation is not None and not self.done and not self.run_state.stop_requested() and evaluation.due():
+            evaluation.run(self.commit(), self.stage.name, self.progress.print)
         reason = None if self.done else self.run_state.callbacks.stop_reason
         stop = self.run_state.stop_requested() or reason is not None
         due = (time.monotonic() - self.last_commit >= self.tc.checkpoint_seconds
                or any(n >= self.tc.checkpoint_every for n in self.since_commit.values()))
         if stop or (due and not self.done):
-            self.run_state.commit(self.servers, self.stage.name)
-            self.last_commit = time.monotonic()
-            self.since_commit = {n: 0 for n in self.order}
+            self.commit()
         self.run_state.check_stop()
         if reason is not None:
             raise StopTraining(reason)
+
+    def commit(self) -> Any:
+        """Commit the servers now (the trainer's commit_now); returns the Commit."""
+        commit = self.run_state.commit(self.servers, self.stage.name)
+        self.last_commit = time.monotonic()
+        self.since_commit = {n: 0 for n in self.order}
+        return commit
 
     def commit_before_error(self) -> None:
         """A worker failed (died, hung, raised) in a sync collect: nothing has changed since the last

@@ -11,6 +11,7 @@ from hdppo.engine.config import TrainConfig
 from hdppo.engine.messages import LayerInfo
 
 if TYPE_CHECKING:
+    from hdppo.engine.evaluation import TrainingEval
     from hdppo.engine.server import ParameterServer
 
 
@@ -27,7 +28,7 @@ class Stage:
 class RunState:
     """The trainer's side of a stage loop: the config, the layers (top to bottom), the counters it
     advances, three hooks (commit the servers now, whether a stop signal came or a callback asked to
-    stop, stop if a signal came) and the run's callbacks."""
+    stop, stop if a signal came), the run's callbacks and its evaluations during training (None: off)."""
 
     train: TrainConfig
     infos: list[LayerInfo]
@@ -37,6 +38,7 @@ class RunState:
     check_stop: Callable[[], None]
     run_dir: Path = Path(".")
     callbacks: Callbacks = field(default_factory=Callbacks)
+    evaluation: TrainingEval | None = None
 
     @property
     def names(self) -> list[str]:

@@ -22,6 +22,7 @@ from hdppo.engine.callbacks import Callbacks, Event
 from hdppo.engine.checkpoint import CheckpointError, check_compatible, inspect_checkpoint, load_checkpoint
 from hdppo.engine.commit import Commit, point_checkpoints, recover, write_commit
 from hdppo.engine.config import TrainConfig, check_train_config, train_config_to_dict
+from hdppo.engine.evaluation import TrainingEval, metric_of
 from hdppo.engine.loop import StageLoop
 from hdppo.engine.messages import WorkerSpec
 from hdppo.engine.metrics import MetricsSink
@@ -82,6 +83,8 @@ class Trainer:
             self.tc.layer(layer)
         check_train_config(self.tc)                 # also for configs built in Python, not through overrides
         check_modes(self.tc)
+        if self.tc.eval_every:
+            metric_of(self.tc, self.names)          # eval_metric's layer, refused before any folder
         self._check_sync_modes()
         self._check_frozen()
         self.stages = plan_stages(self.names, spec.layers, self.tc)
@@ -92,6 +95,7 @@ class Trainer:
         self.stop_signal: int | None = None
         self.callbacks = Callbacks(callbacks)
         self.sink: MetricsSink | None = None
+        self.evaluation: TrainingEval | None = None
         self.reinit = set(reinit)
         self.dropped_rows: dict[str, int] = {}      # metrics rows after the resumed commit, cut off
         for layer in self.reinit:
@@ -261,7 +265,12 @@ class Trainer:
         restore = self._catch_signals()
         try:
             self.sink = MetricsSink(self.out, purge_step=purge)
-            while self.state["stage"] < len(self.stages):
+            if self.tc.eval_every > 0:
+                self.evaluation = TrainingEval(self.out, self.tc, self.names, self.spec.scenario, self.sink,
+                                               self.callbacks, self.state)
+            if not self.reinit:                      # (a --reinit layer is damaged in the resumed commit)
+                self._evaluate_if_due(self.stages[min(self.state["stage"], len(self.stages) - 1)].name)
+            while self.state["stage"] < len(self.stages) and self.callbacks.stop_reason is None:
                 self.check_stop()
                 stage = self.stages[self.state["stage"]]
                 summary[stage.name] = self._run_stage(stage, self.sink)
@@ -281,6 +290,17 @@ class Trainer:
             finally:
                 self.close()
         return summary
+
+    def _evaluate_if_due(self, stage: str) -> None:
+        """Evaluate the newest commit when an evaluation is due: at a stage's end (the end of training
+        included), and when a resumed run's commit did not record the evaluation that followed it. A
+        callback's stop from on_eval commits again, recording the evaluation."""
+        if self.evaluation is None or self.commit is None or self.stop_signal is not None \
+                or not self.evaluation.due():
+            return
+        self.evaluation.run(self.commit, stage)
+        if self.callbacks.stop_reason is not None and not self.state["finished"]:
+            self.commit_now({}, stage)
 
     def check_stop(self) -> None:
         """Raise RunInterrupted if a stop signal came (call right after a commit)."""
@@ -353,7 +373,7 @@ class Trainer:
                                counters=self.rollout_counters(stage), timeouts=self.call_timeouts(stage))
         run = RunState(self.tc, self.infos, self.state, commit=self.commit_now,
                        stop_requested=lambda: self.stop_signal is not None, check_stop=self.check_stop,
-                       run_dir=self.out, callbacks=self.callbacks)
+                       run_dir=self.out, callbacks=self.callbacks, evaluation=self.evaluation)
         loop = StageLoop(run, stage, servers, backend, sink)
         try:
             summary = loop.run()
@@ -364,6 +384,7 @@ class Trainer:
         self.state.update(stage=self.state["stage"] + 1, stage_steps=0)
         self.state["finished"] = self.state["stage"] >= len(self.stages)
         self.commit_now(servers, stage.name)
+        self._evaluate_if_due(stage.name)
         return summary
 
     def _restore(self, server: ParameterServer, name: str) -> None:
