@@ -7,6 +7,7 @@ The public API, for scenario authors and for running training from Python:
   simulator needs is in `hdppo.sims`);
 - step a team by hand: `HierarchyEnv`, `load_scenario`;
 - train: `train(scenario, overrides, ...)` returns the run folder; `RunSpec` is the resolved run;
+  `Callback` and `Event` are what `train(..., callbacks=[...])` calls and tells;
 - use a trained team: `load(RUN)` returns a `Team` to act inside your own loop (docs/deploy.md).
 
 Imports stay light: each name loads its module (and torch, where it needs it) on first use.
@@ -27,13 +28,16 @@ _WHERE = {
     "BatchedEnv": "hdppo.sims.base", "EnvStep": "hdppo.sims.base", "NumpyBatch": "hdppo.sims.base",
     "HierarchyEnv": "hdppo.team.hierarchy",
     "RunSpec": "hdppo.engine.spec", "train": "hdppo.engine.entry",
+    "Callback": "hdppo.engine.callbacks", "Event": "hdppo.engine.callbacks",
     "Team": "hdppo.runtime", "load": "hdppo.runtime",
 }
-__all__ = ["AgentGraph", "BatchedEnv", "EnvStep", "HierarchyEnv", "Layer", "LayerContext", "NumpyBatch", "Opponents",
+__all__ = ["AgentGraph", "BatchedEnv", "Callback", "EnvStep", "Event", "HierarchyEnv", "Layer", "LayerContext",
+           "NumpyBatch", "Opponents",
            "RunSpec", "Scenario", "ScenarioConfig", "Team", "load", "load_scenario", "train"]
 assert sorted(__all__) == sorted(_WHERE)
 
 if TYPE_CHECKING:
+    from hdppo.engine.callbacks import Callback, Event
     from hdppo.engine.entry import train
     from hdppo.engine.spec import RunSpec
     from hdppo.runtime import Team, load

@@ -77,10 +77,28 @@ def _plain(name: Any) -> bool:
     return plain_name(name)
 
 
-def team_checkpoints(run: str | Path, config: dict[str, Any]) -> dict[str, str]:
-    """Checkpoint folder per layer that acts from one: the run's own, else the one it loaded frozen."""
+# Which checkpoints of a run a reader plays (`hdppo eval --checkpoint`, `hdppo.load(checkpoint=...)`): the
+# folder in the run each name means. latest: the newest commit; best: the best evaluation during training.
+CHECKPOINTS = {"latest": "checkpoints", "best": "best"}
+
+
+def checkpoint_folder(run: str | Path, checkpoint: str = "latest") -> Path:
+    """RUN/checkpoints (latest) or RUN/best (best); a ConfigError for another name, or a best the run lacks."""
+    if checkpoint not in CHECKPOINTS:
+        raise ConfigError(f"checkpoint {checkpoint!r} is not one of {list(CHECKPOINTS)}",
+                          "pass --checkpoint latest (the newest commit) or best (the best evaluation during training)")
+    folder = Path(run) / CHECKPOINTS[checkpoint]
+    if checkpoint == "best" and not folder.exists():
+        raise ConfigError(f"run {run} has no best checkpoint ({folder} is missing): it is written by evaluations "
+                          "during training", "train with eval_every=N (env steps), or pass --checkpoint latest")
+    return folder
+
+
+def team_checkpoints(run: str | Path, config: dict[str, Any], checkpoint: str = "latest") -> dict[str, str]:
+    """Checkpoint folder per layer that acts from one: the run's own (its newest commit, or its best
+    with checkpoint="best"), else the one it loaded frozen."""
     frozen = dict(config.get("frozen", {}))
-    link = Path(run) / "checkpoints"
+    link = checkpoint_folder(run, checkpoint)
     if link.exists() and not inside(link, run):
         raise ConfigError(f"{link} leads outside the run folder (to {link.resolve()})",
                           f"point it at the newest commit: `hdppo train --resume {run}` does, or "
@@ -92,17 +110,18 @@ def team_checkpoints(run: str | Path, config: dict[str, Any]) -> dict[str, str]:
     return frozen
 
 
-def check_team(run: str | Path, config: dict[str, Any]) -> dict[str, str]:
-    """team_checkpoints(run, config), each checked before anything reads its tensors: meta.json's
+def check_team(run: str | Path, config: dict[str, Any], checkpoint: str = "latest") -> dict[str, str]:
+    """team_checkpoints(run, config, checkpoint), each checked before anything reads its tensors: meta.json's
     format and policy, the tensors file's size (against meta.json, its header, and the commit's
     manifest) and the policy's sizes against the tensors. CheckpointError naming the file otherwise."""
     from hdppo.engine.checkpoint import CheckpointError, inspect_checkpoint
-    team = team_checkpoints(run, config)
-    manifest = _manifest_sizes(Path(run) / "checkpoints")
+    team = team_checkpoints(run, config, checkpoint)
+    folder = checkpoint_folder(run, checkpoint)
+    manifest = _manifest_sizes(folder)
     for layer, path in team.items():
         name = "tensors.safetensors"
         want, file = manifest.get(f"{layer}/{name}"), Path(path) / name
-        if want is not None and Path(path).parent == Path(run) / "checkpoints" and file.is_file() \
+        if want is not None and Path(path).parent == folder and file.is_file() \
                 and file.stat().st_size != want:
             raise CheckpointError(f"checkpoint {path} is corrupt: {name} is {file.stat().st_size:,} bytes, "
                                   f"the commit's manifest.json records {want:,}; restore the run's newest "
@@ -119,9 +138,9 @@ def _manifest_sizes(commit: Path) -> dict[str, int]:
     return {k: v for k, v in sizes.items() if isinstance(v, int)} if isinstance(sizes, dict) else {}
 
 
-def untrained_layers(run: str | Path, config: dict[str, Any]) -> list[str]:
+def untrained_layers(run: str | Path, config: dict[str, Any], checkpoint: str = "latest") -> list[str]:
     """Layers the run trained that have no checkpoint yet (the run stopped before its first save)."""
-    have = team_checkpoints(run, config)
+    have = team_checkpoints(run, config, checkpoint)
     return [layer for layer in config.get("layers", []) if layer not in have]
 
 

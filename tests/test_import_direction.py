@@ -71,6 +71,17 @@ def test_the_library_never_imports_the_commands() -> None:
     assert not bad, "\n".join(bad)
 
 
+def test_the_engine_uses_the_runtime_only_to_evaluate_during_training() -> None:
+    """engine/evaluation.py plays the committed team through hdppo.runtime.evaluate (the code `hdppo
+    eval` runs); no other engine module imports the runtime, and the runtime never imports the
+    trainer, the loop or that driver."""
+    bad = [f"{module_name(p)} imports {m}" for p in files("engine") if module_name(p) != "hdppo.engine.evaluation"
+           for m, _ in imports(p) if m.startswith("hdppo.runtime")]
+    driver = ("hdppo.engine.trainer", "hdppo.engine.loop", "hdppo.engine.evaluation", "hdppo.engine.entry")
+    bad += [f"{module_name(p)} imports {m}" for p in files("runtime") for m, _ in imports(p) if m.startswith(driver)]
+    assert not bad, "\n".join(bad)
+
+
 def test_engine_contracts_come_from_messages_only() -> None:
     contracts = set(__import__("hdppo.engine.messages", fromlist=["__all__"]).__all__)
     bad = []

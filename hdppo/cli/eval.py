@@ -14,6 +14,8 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
     p.add_argument("--seed", type=seed_int, default=12345)
     p.add_argument("overrides", nargs="*", help="scenario config overrides, key=value (e.g. difficulty=0.8)")
     p.add_argument("--deterministic", action="store_true", help="greedy actions instead of sampling")
+    p.add_argument("--checkpoint", choices=("latest", "best"), default="latest",
+                   help="latest: the newest commit (default); best: RUN/best, the best evaluation during training")
     p.add_argument("--json", action="store_true",
                    help="print the result as JSON (it is always written to RUN/eval.json)")
     p.add_argument("--allow-untrained", action="store_true",
@@ -32,12 +34,13 @@ def run(args: argparse.Namespace) -> int:
     from hdppo.runtime.evaluate import evaluate, format_ci, save_eval
     res = evaluate(args.run, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
                    overrides=parse_assignments(args.overrides), allow_untrained=args.allow_untrained,
-                   trust_run=args.trust_run, scenario=args.scenario_file)
+                   trust_run=args.trust_run, scenario=args.scenario_file, checkpoint=args.checkpoint)
     path = save_eval(args.run, res)
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
-    table = Table(title=f"hdppo eval {args.run} ({res['episodes']} episodes, mean [95% CI])")
+    which = " best checkpoint," if args.checkpoint == "best" else ""
+    table = Table(title=f"hdppo eval {args.run} ({which}{res['episodes']} episodes, mean [95% CI])")
     table.add_column("metric")
     table.add_column("value")
     for layer, ci in res["layers"].items():

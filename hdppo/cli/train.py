@@ -115,7 +115,10 @@ def stage_summary(stage: str, info: dict, resumed: bool = False) -> str:
     line = f"stage {stage}: {run_steps:,} env steps in {info['seconds']:.1f} s ({sps:,.0f} steps/s)"
     if resumed and run_steps != info["env_steps"]:
         line += f" since the resume, {info['env_steps']:,} in all"
-    return line + f"; PPO updates {info['rounds']}, optimizer steps {info['optimizer_steps']}"
+    line += f"; PPO updates {info['rounds']}, optimizer steps {info['optimizer_steps']}"
+    if info.get("stopped_by"):
+        line += f"; stopped early by {info['stopped_by']} (continue with --resume)"
+    return line
 
 
 def run(args: argparse.Namespace) -> int:

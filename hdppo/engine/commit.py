@@ -8,6 +8,11 @@ one atomic step, so a folder named ``NNNNNN`` is complete by construction. ``RUN
 a relative symlink to the newest commit (what ``hdppo eval`` and ``--load`` read), swapped
 atomically after the rename. Leftovers of an interrupted commit are removed by ``recover``.
 
+``RUN/best`` is the commit of the best evaluation during training (hdppo/engine/evaluation.py): a
+relative symlink to ``best_commits/NNNNNN-TOKEN/``, a copy of that commit (its files hard-linked, so
+pruning the commit leaves it whole) with ``best.json`` (the score and how it was measured), built
+and swapped in the same way, so a crash leaves the previous best or the new one, each whole.
+
 ``HDPPO_FAULT_WRITE=N:kill`` (or ``N:enospc``, ``N:erofs``) makes the Nth write step of this
 process's commits exit at once (``os._exit(137)``, as SIGKILL) or fail with ENOSPC or EROFS: the
 fault-injection tests use it.
@@ -35,6 +40,9 @@ COMMITS = "commits"
 MANIFEST = "manifest.json"
 STATE = "state.json"
 LINK = "checkpoints"
+BEST = "best"                  # RUN/best -> best_commits/NNNNNN-TOKEN
+BEST_STORE = "best_commits"
+BEST_RECORD = "best.json"
 KEEP = 3                       # complete commits kept (the newest and two fallbacks)
 NUMBER = re.compile(r"[0-9]+")  # a commit folder's name: ASCII digits only ('²'.isdigit() is true, int() fails)
 SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -117,10 +125,7 @@ def write_commit(run: Path, number: int, state: dict[str, Any],
         for layer, src in carried.items():
             (tmp / layer).mkdir()
             for name in (TENSORS_FILE, META_FILE):
-                try:
-                    os.link(src / name, tmp / layer / name)
-                except OSError:
-                    shutil.copy2(src / name, tmp / layer / name)
+                _link_or_copy(src / name, tmp / layer / name)
             _fsync_dir(tmp / layer)
             _fault_point()
         sizes: dict[str, int] = {}
@@ -153,20 +158,85 @@ def write_commit(run: Path, number: int, state: dict[str, Any],
     return Commit(number, final, manifest)
 
 
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """A hard link (commit files are never changed in place), a copy where links are not possible."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def point_checkpoints(run: Path, number: int) -> None:
     """Make RUN/checkpoints a relative symlink to commit `number`, atomically (a real folder left
     by copying a run is moved aside first)."""
-    link = run / LINK
-    tmp = run / f".{LINK}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    os.symlink(os.path.join(COMMITS, commit_name(number)), tmp)
+    _point(run, LINK, os.path.join(COMMITS, commit_name(number)))
+
+
+def _point(run: Path, name: str, target: str) -> None:
+    """Make RUN/name a relative symlink to `target`, in one os.replace."""
+    link = run / name
+    tmp = run / f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    os.symlink(target, tmp)
     if link.is_dir() and not link.is_symlink():
-        aside = run / f".{LINK}.old-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        aside = run / f".{name}.old-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         os.rename(link, aside)
         os.replace(tmp, link)
         shutil.rmtree(aside, ignore_errors=True)
     else:
         os.replace(tmp, link)
     _fsync_dir(run)
+
+
+def write_best(run: Path, commit: Commit, record: dict[str, Any]) -> Path:
+    """Make RUN/best a copy of `commit` with `record` as its best.json (see the module docstring)."""
+    store = run / BEST_STORE
+    store.mkdir(exist_ok=True)
+    name = f"{commit_name(commit.number)}-{uuid.uuid4().hex[:6]}"
+    tmp = store / f".tmp-{name}"
+    tmp.mkdir()
+    try:
+        for rel in [*commit.manifest["files"], MANIFEST]:
+            (tmp / rel).parent.mkdir(exist_ok=True)
+            _link_or_copy(commit.path / rel, tmp / rel)
+        for layer in commit.layers:
+            _fsync_dir(tmp / layer)
+        _write_bytes(tmp / BEST_RECORD, json.dumps(record, indent=2, sort_keys=True).encode())
+        _fsync_dir(tmp)
+        _fault_point()
+        os.rename(tmp, store / name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(store)
+    _fault_point()
+    _point(run, BEST, os.path.join(BEST_STORE, name))
+    _prune_best(run)
+    return store / name
+
+
+def read_best(run: Path) -> dict[str, Any] | None:
+    """RUN/best's best.json, or None when the run has no (readable) best."""
+    try:
+        record = json.loads((run / BEST / BEST_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _prune_best(run: Path) -> None:
+    """Remove the copies in best_commits/ that RUN/best does not point at (older bests, leftovers)."""
+    store = run / BEST_STORE
+    if not store.is_dir():
+        return
+    link = run / BEST
+    current = os.path.basename(os.readlink(link)) if link.is_symlink() else None
+    for p in store.iterdir():
+        if p.name == current:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def prune(run: Path, keep: int = KEEP) -> None:
@@ -271,7 +341,8 @@ def damaged(commit: Commit) -> dict[str, str]:
 def recover(run: Path) -> list[Path]:
     """Remove what interrupted commits and saves left behind; returns what was removed."""
     removed = []
-    patterns = [(run / COMMITS, ".tmp-*"), (run, f".{LINK}.tmp-*"), (run, f".{LINK}.old-*"),
+    _prune_best(run)
+    patterns = [(run / COMMITS, ".tmp-*"), (run, f".{LINK}.tmp-*"), (run, f".{LINK}.old-*"), (run, f".{BEST}.tmp-*"),
                 (run, "*.tmp"), (run / "metrics", "*.tmp")]
     link = run / LINK
     if link.is_dir() and not link.is_symlink():         # a copied run, or an older layout

@@ -91,6 +91,11 @@ class TrainConfig:
     worker_cpus: float = 1.0              # ray: CPUs each worker actor asks for
     worker_gpus: float = 0.0              # ray: GPUs each worker actor asks for
     worker_restarts: int = 3              # ray: how often each worker's actor is recreated after it dies
+    eval_every: int = 0                   # env steps between evaluations during training; 0 = off
+    eval_episodes: int = 10               # fresh episodes per evaluation during training
+    eval_deterministic: bool = False      # evaluations act greedily instead of sampling
+    eval_metric: str = ""                 # eval column that picks checkpoints/best ("" = return/TOP_LAYER;
+                                          # a leading '-' = lower is better), see hdppo/engine/evaluation.py
     track: str = "none"                   # also log metrics, config and summary to wandb or mlflow (in the
                                           # run folder unless their env vars say otherwise; engine/tracking.py)
     layers: dict[str, LayerConfig] = field(default_factory=dict)
@@ -110,7 +115,8 @@ LAYER_KEYS = {f.name for f in dataclasses.fields(LayerConfig)}
 # intervals, timeouts, the Ray address, restarts, tracking): runs differing only in these are the same run
 # (hdppo plot groups them as seeds of one config; the evidence studies reuse them).
 NOT_TRAINING = frozenset({"steps", "progress", "checkpoint_every", "checkpoint_seconds", "worker_timeout", "log_every",
-                          "address", "worker_restarts", "track"})
+                          "address", "worker_restarts",
+                          "eval_every", "eval_episodes", "eval_deterministic", "eval_metric", "track"})
 
 
 def resolve_overrides(overrides: dict[str, Any], layer_names: list[str], scenario_keys: set[str],
@@ -191,6 +197,7 @@ def check_train_config(cfg: TrainConfig) -> None:
     need(_finite(cfg.log_every) and cfg.log_every >= 0, "log_every", cfg.log_every, ">= 0 (seconds; 0 = every round)")
     need(_finite(cfg.worker_cpus) and cfg.worker_cpus > 0, "worker_cpus", cfg.worker_cpus, "> 0")
     need(_finite(cfg.worker_gpus) and cfg.worker_gpus >= 0, "worker_gpus", cfg.worker_gpus, ">= 0")
+    check_eval_keys(cfg, need)
     check_device(cfg.device)
     cfg.progress = progress_mode(cfg.progress)
     cfg.track = check_track(cfg.track)
@@ -205,6 +212,22 @@ def check_train_config(cfg: TrainConfig) -> None:
                               ("max_staleness", lc.max_staleness >= 0, ">= 0"),
                               ("sync_every", lc.sync_every >= 0, ">= 0")):
             need(ok, f"{name}.{key}", getattr(lc, key), rule)
+
+
+EVAL_COLUMN = r"-?(return/[A-Za-z0-9_.\-]+|team_return|length|outcome/[A-Za-z0-9_.\-]+)"
+
+
+def check_eval_keys(cfg: TrainConfig, need: Any) -> None:
+    """Ranges of the evaluation-during-training keys; eval_metric's layer or outcome is checked
+    against the scenario by the Trainer and the first evaluation (hdppo/engine/evaluation.py)."""
+    import re
+    need(isinstance(cfg.eval_every, int) and cfg.eval_every >= 0, "eval_every", cfg.eval_every,
+         ">= 0 (env steps between evaluations; 0 = off)")
+    need(isinstance(cfg.eval_episodes, int) and cfg.eval_episodes >= 1, "eval_episodes", cfg.eval_episodes,
+         ">= 1 (episodes per evaluation)")
+    need(cfg.eval_metric == "" or bool(re.fullmatch(EVAL_COLUMN, str(cfg.eval_metric))), "eval_metric",
+         cfg.eval_metric, "as an eval column: return/LAYER, team_return, length or outcome/KEY (e.g. outcome/win), "
+         "with a leading '-' when lower is better; or '' for the top layer's return")
 
 
 def _finite(x: float) -> bool:

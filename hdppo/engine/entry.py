@@ -1,6 +1,7 @@
 """`hdppo.train(...)`: the Python entry point, a RunSpec resolved and run by the Trainer."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -10,17 +11,19 @@ from hdppo.runfolder import record_resolved, record_scenario
 
 
 def train(scenario: str, overrides: dict[str, Any] | None = None, *, layers: str | list[str] = "all",
-          out: str | Path | None = None, progress: bool = False) -> Path:
+          out: str | Path | None = None, progress: bool = False, callbacks: Iterable[Any] | None = None) -> Path:
     """Train `scenario` (a name from `hdppo scenarios` or a file path) and return its run folder.
 
     `overrides` take typed values: `hdppo.train("spread", {"steps": 50_000, "workers": 2})`. The
     run folder is the same as `hdppo train`'s: eval, plot, resume and `hdppo.load` work on it.
     `progress=True` shows what `hdppo train` shows (a live table on a terminal, lines elsewhere);
     the default prints nothing (`"progress": "lines"` in overrides prints the lines).
+    `callbacks` are called after each update, commit and eval during training and may stop it
+    (`hdppo.Callback`, hdppo/engine/callbacks.py).
     """
     settings = {"progress": "auto" if progress else "off", **(overrides or {})}
     spec = RunSpec.from_overrides(scenario, settings, layers=layers, out=out)
-    trainer = Trainer(spec)
+    trainer = Trainer(spec, callbacks=callbacks)
     record_scenario(trainer.out, spec.scenario)
     record_resolved(trainer.out, workers=spec.train.n_workers())
     trainer.run()

@@ -10,6 +10,7 @@ import numpy as np
 from hdppo.engine import rows
 from hdppo.engine.backends import Backend, CallInterrupted
 from hdppo.engine.budget import schedule_progress
+from hdppo.engine.callbacks import Event, StopTraining
 from hdppo.engine.messages import CollectResult
 from hdppo.engine.metrics import CpuMeter, MetricsSink, Progress
 from hdppo.engine.modes import Call, make_mode
@@ -84,20 +85,28 @@ class StageLoop:
         return self.counters["stage_steps"] >= self.stage.steps
 
     def run(self) -> dict[str, Any]:
+        """Run the stage to its end, or to the round boundary after a callback asked to stop (then
+        the summary has `stopped_by`; that boundary was committed)."""
+        stopped_by = None
         self.progress.start()
         try:
             if self.tc.layers[self.order[0]].sync == "async":
                 self._run_async()
             else:
                 self._run_sync()
+        except StopTraining as stop:
+            stopped_by = stop.reason
         finally:
             self.progress.stop()
-        return {"env_steps": self.counters["stage_steps"],                 # the stage's, resumed part or not
-                "env_steps_run": self.counters["stage_steps"] - self.steps_at_start,   # this process's
-                "seconds": time.perf_counter() - self.t0,                          # this process's
-                "optimizer_steps": {n: s.stats.updates - self.opt_steps_at_start[n] for n, s in self.servers.items()},
-                "rounds": {n: self.rounds.get(n, 0) for n in self.order},
-                "timings": dict(self.timings)}
+        summary: dict[str, Any] = {"stopped_by": stopped_by} if stopped_by else {}
+        summary.update({
+            "env_steps": self.counters["stage_steps"],                        # the stage's, resumed part or not
+            "env_steps_run": self.counters["stage_steps"] - self.steps_at_start,   # this process's
+            "seconds": time.perf_counter() - self.t0,                              # this process's
+            "optimizer_steps": {n: s.stats.updates - self.opt_steps_at_start[n] for n, s in self.servers.items()},
+            "rounds": {n: self.rounds.get(n, 0) for n in self.order},
+            "timings": dict(self.timings)})
+        return summary
 
     # ---- sync ----------------------------------------------------------------------------------
     def _run_sync(self) -> None:
@@ -172,16 +181,29 @@ class StageLoop:
 
     # ---- commits -------------------------------------------------------------------------------
     def boundary(self) -> None:
-        """Between rounds (sync) or answers (async): commit when checkpoint_seconds have passed, a
-        layer has made checkpoint_every updates, or a stop signal came (then stop)."""
-        stop = self.run_state.stop_requested()
+        """Between rounds (sync) or answers (async): evaluate when due (commit, then score that
+        commit: hdppo/engine/evaluation.py); commit when checkpoint_seconds have passed, a layer has
+        made checkpoint_every updates, or a stop signal came or a callback asked to stop (then stop;
+        a callback's stop at the stage's end lets the stage end and commit as usual)."""
+        evaluation = self.run_state.evaluation
+        if evaluation is not None and not self.done and not self.run_state.stop_requested() and evaluation.due():
+            evaluation.run(self.commit(), self.stage.name, self.progress.print)
+        reason = None if self.done else self.run_state.callbacks.stop_reason
+        stop = self.run_state.stop_requested() or reason is not None
         due = (time.monotonic() - self.last_commit >= self.tc.checkpoint_seconds
                or any(n >= self.tc.checkpoint_every for n in self.since_commit.values()))
         if stop or (due and not self.done):
-            self.run_state.commit(self.servers, self.stage.name)
-            self.last_commit = time.monotonic()
-            self.since_commit = {n: 0 for n in self.order}
+            self.commit()
         self.run_state.check_stop()
+        if reason is not None:
+            raise StopTraining(reason)
+
+    def commit(self) -> Any:
+        """Commit the servers now (the trainer's commit_now); returns the Commit."""
+        commit = self.run_state.commit(self.servers, self.stage.name)
+        self.last_commit = time.monotonic()
+        self.since_commit = {n: 0 for n in self.order}
+        return commit
 
     def commit_before_error(self) -> None:
         """A worker failed (died, hung, raised) in a sync collect: nothing has changed since the last
@@ -246,6 +268,9 @@ class StageLoop:
                                 update_rows, results, name, self.episode_window,
                                 self.layer_view.get(name, {}).get("goal_success"))
         self.sink.log(name, self.counters["env_steps"], values)
+        if self.run_state.callbacks:
+            self.run_state.callbacks.fire(Event("update", self.run_state.run_dir, self.stage.name,
+                                                self.counters["env_steps"], layer=name, metrics=dict(values)))
         if self.worker_rows_due(name):
             for w, row in rows.worker_rows(name, update_rows, results).items():
                 self.sink.log(f"{name}/worker_{w}", self.counters["env_steps"], row)

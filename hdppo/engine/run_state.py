@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hdppo.engine.callbacks import Callbacks
 from hdppo.engine.config import TrainConfig
 from hdppo.engine.messages import LayerInfo
 
 if TYPE_CHECKING:
+    from hdppo.engine.evaluation import TrainingEval
     from hdppo.engine.server import ParameterServer
 
 
@@ -24,7 +27,8 @@ class Stage:
 @dataclass
 class RunState:
     """The trainer's side of a stage loop: the config, the layers (top to bottom), the counters it
-    advances, and three hooks: commit the servers now, whether a stop signal came, stop if so."""
+    advances, three hooks (commit the servers now, whether a stop signal came or a callback asked to
+    stop, stop if a signal came), the run's callbacks and its evaluations during training (None: off)."""
 
     train: TrainConfig
     infos: list[LayerInfo]
@@ -32,6 +36,9 @@ class RunState:
     commit: Callable[[dict[str, ParameterServer], str], Any]
     stop_requested: Callable[[], bool]
     check_stop: Callable[[], None]
+    run_dir: Path = Path(".")
+    callbacks: Callbacks = field(default_factory=Callbacks)
+    evaluation: TrainingEval | None = None
 
     @property
     def names(self) -> list[str]:

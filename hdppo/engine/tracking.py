@@ -28,7 +28,7 @@ from hdppo.errors import ConfigError
 
 TRACKERS = ("none", "wandb", "mlflow")
 STATE_FILE = "tracking.json"            # RUN/tracking.json: {backend: its run id}
-EVAL_SCOPE = "eval"                     # the scope whose last row is the run's final evaluation
+EVAL_SCOPE = "eval"                     # evaluation.py's SCOPE: its last row is the final evaluation
 _MODULE = {"wandb": "wandb", "mlflow": "mlflow"}     # what each backend imports
 _T = TypeVar("_T")
 

@@ -11,15 +11,18 @@ import errno
 import json
 import signal
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from hdppo import provenance
 from hdppo.engine.backends import make_backend
 from hdppo.engine.budget import StageBudget, plan_budget, starved
+from hdppo.engine.callbacks import Callbacks, Event
 from hdppo.engine.checkpoint import CheckpointError, check_compatible, inspect_checkpoint, load_checkpoint
 from hdppo.engine.commit import Commit, point_checkpoints, recover, write_commit
 from hdppo.engine.config import TrainConfig, check_train_config, train_config_to_dict
+from hdppo.engine.evaluation import TrainingEval, metric_of
 from hdppo.engine.loop import StageLoop
 from hdppo.engine.messages import WorkerSpec
 from hdppo.engine.metrics import MetricsSink
@@ -62,7 +65,8 @@ def plan_stages(names: list[str], trained: list[str], tc: TrainConfig) -> list[S
 class Trainer:
     """Runs a RunSpec to completion (or resumes it), writing everything into the run folder."""
 
-    def __init__(self, spec: RunSpec, resume: bool = False, reinit: tuple[str, ...] = ()) -> None:
+    def __init__(self, spec: RunSpec, resume: bool = False, reinit: tuple[str, ...] = (),
+                 callbacks: Iterable[Any] | None = None) -> None:
         import torch
         torch.set_num_threads(1)   # the servers' maths must not depend on the thread count
         self.spec, self.tc = spec, spec.train
@@ -79,6 +83,8 @@ class Trainer:
             self.tc.layer(layer)
         check_train_config(self.tc)                 # also for configs built in Python, not through overrides
         check_modes(self.tc)
+        if self.tc.eval_every:
+            metric_of(self.tc, self.names)          # eval_metric's layer, refused before any folder
         self._check_sync_modes()
         self._check_frozen()
         self.stages = plan_stages(self.names, spec.layers, self.tc)
@@ -87,7 +93,9 @@ class Trainer:
                                       "worker_steps": []}
         self.commit: Commit | None = None
         self.stop_signal: int | None = None
+        self.callbacks = Callbacks(callbacks)
         self.sink: MetricsSink | None = None
+        self.evaluation: TrainingEval | None = None
         self.reinit = set(reinit)
         self.dropped_rows: dict[str, int] = {}      # metrics rows after the resumed commit, cut off
         for layer in self.reinit:
@@ -229,6 +237,8 @@ class Trainer:
             self.sink.flush()
         self.commit = write_commit(self.out, number, dict(self.state), fresh, carried, metrics_rows(self.out))
         _write_json(self.out / "state.json", dict(self.state, commit=number))   # a copy for people and tools
+        if self.callbacks:
+            self.callbacks.fire(Event("commit", self.out, stage, int(self.state["env_steps"]), commit=number))
         return self.commit
 
     def write_error(self, exc: OSError, kept: str | None = None) -> HdppoError:
@@ -255,10 +265,18 @@ class Trainer:
         restore = self._catch_signals()
         try:
             self.sink = MetricsSink(self.out, purge_step=purge, track=self.tc.track)
-            while self.state["stage"] < len(self.stages):
+            if self.tc.eval_every > 0:
+                self.evaluation = TrainingEval(self.out, self.tc, self.names, self.spec.scenario, self.sink,
+                                               self.callbacks, self.state)
+            if not self.reinit:                      # (a --reinit layer is damaged in the resumed commit)
+                self._evaluate_if_due(self.stages[min(self.state["stage"], len(self.stages) - 1)].name)
+            while self.state["stage"] < len(self.stages) and self.callbacks.stop_reason is None:
                 self.check_stop()
                 stage = self.stages[self.state["stage"]]
                 summary[stage.name] = self._run_stage(stage, self.sink)
+                if self.callbacks.stop_reason is not None and self.state["stage"] < len(self.stages):
+                    summary[stage.name].setdefault("stopped_by", self.callbacks.stop_reason)
+                    break
             self.check_stop()
         except OSError as exc:
             if exc.errno in WRITE_ERRNOS:
@@ -272,6 +290,17 @@ class Trainer:
             finally:
                 self.close()
         return summary
+
+    def _evaluate_if_due(self, stage: str) -> None:
+        """Evaluate the newest commit when an evaluation is due: at a stage's end (the end of training
+        included), and when a resumed run's commit did not record the evaluation that followed it. A
+        callback's stop from on_eval commits again, recording the evaluation."""
+        if self.evaluation is None or self.commit is None or self.stop_signal is not None \
+                or not self.evaluation.due():
+            return
+        self.evaluation.run(self.commit, stage)
+        if self.callbacks.stop_reason is not None and not self.state["finished"]:
+            self.commit_now({}, stage)
 
     def check_stop(self) -> None:
         """Raise RunInterrupted if a stop signal came (call right after a commit)."""
@@ -343,15 +372,19 @@ class Trainer:
                                worker_gpus=self.tc.worker_gpus, worker_restarts=self.tc.worker_restarts,
                                counters=self.rollout_counters(stage), timeouts=self.call_timeouts(stage))
         run = RunState(self.tc, self.infos, self.state, commit=self.commit_now,
-                       stop_requested=lambda: self.stop_signal is not None, check_stop=self.check_stop)
+                       stop_requested=lambda: self.stop_signal is not None, check_stop=self.check_stop,
+                       run_dir=self.out, callbacks=self.callbacks, evaluation=self.evaluation)
         loop = StageLoop(run, stage, servers, backend, sink)
         try:
             summary = loop.run()
         finally:
             backend.close()
+        if "stopped_by" in summary:              # a callback stopped it; the loop committed that boundary
+            return summary
         self.state.update(stage=self.state["stage"] + 1, stage_steps=0)
         self.state["finished"] = self.state["stage"] >= len(self.stages)
         self.commit_now(servers, stage.name)
+        self._evaluate_if_due(stage.name)
         return summary
 
     def _restore(self, server: ParameterServer, name: str) -> None:

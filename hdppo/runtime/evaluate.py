@@ -19,9 +19,9 @@ EVAL_FILE = "eval.json"
 __all__ = ["evaluate", "play", "load_run_config", "team_checkpoints", "outcome_keys", "format_ci", "save_eval"]
 
 
-def check_playable(run: str | Path, config: dict[str, Any], allow_untrained: bool) -> None:
+def check_playable(run: str | Path, config: dict[str, Any], allow_untrained: bool, checkpoint: str = "latest") -> None:
     """Refuse a run whose trained layer has no checkpoint (it would play uniformly) unless allowed."""
-    missing = untrained_layers(run, config)
+    missing = untrained_layers(run, config, checkpoint)
     if missing and not allow_untrained:
         raise ConfigError(f"run {run} trained layer {missing[0]!r} but holds no checkpoint of it, so it would "
                           f"play scripted or uniformly", "train longer, or pass --allow-untrained to evaluate anyway")
@@ -29,13 +29,13 @@ def check_playable(run: str | Path, config: dict[str, Any], allow_untrained: boo
 
 def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
          envs: int = 8, overrides: Mapping[str, str] | None = None, *, trust_run: bool | None = None,
-         scenario: str | None = None) -> list[dict[str, Any]]:
+         scenario: str | None = None, checkpoint: str = "latest") -> list[dict[str, Any]]:
     """The per-episode records (returns per layer, length, scenario outcomes) of `episodes` played episodes."""
     from hdppo.engine.messages import WorkerSpec
     from hdppo.engine.params import MemoryParams
     from hdppo.engine.worker import Worker
     config = load_run_config(run)
-    frozen = check_team(run, config)           # every checkpoint checked before a worker builds from it
+    frozen = check_team(run, config, checkpoint)   # every checkpoint checked before a worker builds from it
     train = dict(config["train"])
     train.update(seed=seed, envs_per_worker=envs)
     scenario_overrides = dict(config["scenario_overrides"])
@@ -57,10 +57,11 @@ def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: 
 
 
 def acting(run: str | Path, config: dict[str, Any], overrides: Mapping[str, str] | None = None, *,
-           trust_run: bool | None = None, scenario_path: str | None = None) -> dict[str, str]:
+           trust_run: bool | None = None, scenario_path: str | None = None,
+           checkpoint: str = "latest") -> dict[str, str]:
     """How each layer plays: checkpoint, scripted or uniform."""
     from hdppo.team.scenario import load_scenario
-    frozen = team_checkpoints(run, config)
+    frozen = team_checkpoints(run, config, checkpoint)
     scenario = load_scenario(resolve_scenario(run, config, trust_run=trust_run, scenario=scenario_path))
     cfg = scenario.make_config({**config["scenario_overrides"], **(overrides or {})})
     return {spec.name: "checkpoint" if spec.name in frozen else "scripted" if spec.scripted is not None else "uniform"
@@ -69,19 +70,22 @@ def acting(run: str | Path, config: dict[str, Any], overrides: Mapping[str, str]
 
 def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
              envs: int = 8, overrides: Mapping[str, str] | None = None, allow_untrained: bool = True, *,
-             trust_run: bool | None = None, scenario: str | None = None) -> dict[str, Any]:
+             trust_run: bool | None = None, scenario: str | None = None, checkpoint: str = "latest") -> dict[str, Any]:
     """Per-layer returns, episode length and outcomes over `episodes`, each (mean, low, high) at 95%:
     exact binomial intervals for 0/1 outcomes (win, success), bootstrap intervals for the rest.
     `trust_run` lets the run's own scenario copy run; `scenario` loads that name or file instead of
-    the recorded one (hdppo.runfolder.resolve_scenario)."""
+    the recorded one (hdppo.runfolder.resolve_scenario); `checkpoint` is latest (the newest commit)
+    or best (the best evaluation during training, RUN/best)."""
     if episodes < 1:
         raise ConfigError(f"--episodes must be at least 1 (got {episodes})", "pass --episodes 20 (any N >= 1)")
     config = load_run_config(run)
-    check_playable(run, config, allow_untrained)
-    how = acting(run, config, overrides, trust_run=trust_run, scenario_path=scenario)
-    done = play(run, episodes, seed, deterministic, envs, overrides, trust_run=trust_run, scenario=scenario)
-    out: dict[str, Any] = {"run": str(run), "episodes": len(done), "seed": seed, "deterministic": deterministic,
-                           "overrides": dict(overrides or {}), "layers": {}, "acting": how}
+    check_playable(run, config, allow_untrained, checkpoint)
+    how = acting(run, config, overrides, trust_run=trust_run, scenario_path=scenario, checkpoint=checkpoint)
+    done = play(run, episodes, seed, deterministic, envs, overrides, trust_run=trust_run, scenario=scenario,
+                checkpoint=checkpoint)
+    out: dict[str, Any] = {"run": str(run), "checkpoint": checkpoint, "episodes": len(done), "seed": seed,
+                           "deterministic": deterministic, "overrides": dict(overrides or {}), "layers": {},
+                           "acting": how}
     for layer in config["layer_names"]:
         out["layers"][layer] = mean_ci([e[f"return/{layer}"] for e in done])
     out["team_return"] = mean_ci([e["team_return"] for e in done])

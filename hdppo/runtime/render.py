@@ -38,6 +38,17 @@ def team_overlay(team: Any, scenario: Any, env: Any) -> Overlay:
     return overlay
 
 
+def _no_scene(run: Path, scenario: Any) -> ConfigError:
+    """The scenario gives no scene: say which file was read, since a run may read its own frozen copy."""
+    source = Path(scenario.source) if scenario.source else None
+    where = f", as read from {source}" if source else ""
+    fix = "add scene= and goal_xy= to its Scenario (docs/writing-a-scenario.md, \"Rendering\")"
+    if source is not None and source.resolve().parent == run.resolve():
+        where += " (the run's own copy, made when it was trained: later edits to your file are not in it)"
+        fix += "; to render with your edited file, pass --scenario PATH (scenario=PATH in Python)"
+    return ConfigError(f"scenario {scenario.name!r} does not render: it gives no scene(env){where}", fix)
+
+
 def render_episodes(run: str | Path, out: str | Path, episodes: int = 1, overrides: Mapping[str, str] | None = None,
                     max_steps: int = 1000, every: int = 1, fps: int = 10, pixels: int = 320,
                     deterministic: bool = True, seed: int = 0, *, trust_run: bool | None = None,
@@ -55,8 +66,7 @@ def render_episodes(run: str | Path, out: str | Path, episodes: int = 1, overrid
     team = load(run, deterministic=deterministic, overrides=overrides, trust_run=trust_run, scenario=scenario_path)
     scenario = team.scenario
     if scenario.scene is None:
-        raise ConfigError(f"scenario {scenario.name!r} does not render (it gives no scene(env))",
-                          "add scene= and goal_xy= to its Scenario (see docs/writing-a-scenario.md)")
+        raise _no_scene(Path(run), scenario)
     env = scenario.env(team.cfg)
     sim = getattr(env, "batch", None)
     opponent = None

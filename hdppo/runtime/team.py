@@ -214,7 +214,7 @@ def _plain(a: np.ndarray) -> Any:
 
 def load(run: str | Path, *, deterministic: bool = False, seed: int | None = None,
          overrides: Mapping[str, Any] | None = None, allow_untrained: bool = False, trust_run: bool | None = None,
-         scenario: str | None = None) -> Team:
+         scenario: str | None = None, checkpoint: str = "latest") -> Team:
     """The team of a `hdppo train` run folder, ready for `reset()` / `act(observations)`.
 
     Layers act as the run left them: from the run's checkpoints (or the checkpoints it loaded
@@ -225,12 +225,13 @@ def load(run: str | Path, *, deterministic: bool = False, seed: int | None = Non
 
     The scenario is the recorded built-in or project name, or the file the run was trained on while
     it is unchanged; `scenario` (a name or a path) loads another; the run folder's own copy of the
-    scenario file (RUN/scenario.py) runs only with `trust_run=True` (docs/deploy.md).
+    scenario file (RUN/scenario.py) runs only with `trust_run=True` (docs/deploy.md). `checkpoint`:
+    "latest" (the newest commit) or "best" (RUN/best, the best evaluation during training).
     """
     from hdppo.runfolder import check_team, load_run_config, resolve_scenario, untrained_layers
     from hdppo.team.scenario import load_scenario
     config = load_run_config(run)
-    missing = untrained_layers(run, config)
+    missing = untrained_layers(run, config, checkpoint)
     if missing and not allow_untrained:
         raise ConfigError(f"run {run} trained layer {missing[0]!r} but holds no checkpoint of it",
                           "train longer (checkpoints are written as training goes), or pass "
@@ -242,4 +243,4 @@ def load(run: str | Path, *, deterministic: bool = False, seed: int | None = Non
     if seed is None:
         from hdppo.engine.worker import worker_seed
         seed = worker_seed(int(config.get("train", {}).get("seed", 0)), 0)
-    return Team(loaded, cfg, check_team(run, config), deterministic=deterministic, seed=seed)
+    return Team(loaded, cfg, check_team(run, config, checkpoint), deterministic=deterministic, seed=seed)

@@ -94,6 +94,11 @@ def test_the_flag_and_the_key_are_one_setting(capsys, tmp_path) -> None:
     assert rc == 2 and "invalid choice: 'neptune'" in err
 
 
+def test_the_summary_takes_the_eval_scope_evaluation_during_training_logs() -> None:
+    from hdppo.engine.evaluation import SCOPE
+    assert tracking.EVAL_SCOPE == SCOPE
+
+
 def test_flatten_keeps_scalars_and_writes_lists_as_json() -> None:
     assert flatten(CONFIG) == {"scenario": "grid", "train.steps": 100, "train.lr_list": "[64, 64]",
                                "train.layers.low.lr": 0.001, "resolved.workers": 2}

@@ -80,3 +80,21 @@ def test_render_refuses_bad_output(tmp_path, capsys):
     run = make_run(tmp_path / "g", "grid")
     rc, _, err = cli(capsys, "render", run, "--out", tmp_path / "ep.avi")
     assert rc == 2 and "neither .gif nor .mp4" in err
+
+
+def test_render_says_it_read_the_runs_own_copy(tmp_path, capsys):
+    """A run of a path scenario without scene(): after the user edits the file, render with
+    --trust-run reads the run's frozen copy, and the error names that copy and --scenario PATH."""
+    import shutil
+
+    from tests.helpers import ROOT, TINY_CLI
+    src = tmp_path / "work" / "myline.py"
+    src.parent.mkdir()
+    shutil.copyfile(ROOT / "examples" / "scenarios" / "line.py", src)
+    run = tmp_path / "run"
+    assert cli(capsys, "train", str(src), *TINY_CLI, "--steps", "100", "--out", str(run))[0] == 0
+    src.write_text(src.read_text() + "\n# scene() added here after training\n")
+    rc, _, err = cli(capsys, "render", str(run), "--out", str(tmp_path / "e.gif"), "--trust-run")
+    assert rc == 2 and "Traceback" not in err, err
+    assert f"as read from {run / 'scenario.py'}" in err and "the run's own copy" in err, err
+    assert "--scenario PATH" in err, err

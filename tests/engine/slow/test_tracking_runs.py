@@ -1,7 +1,7 @@
 """Tracked training runs, read back from what each library wrote in the run folder: MLflow's SQLite
 store (metric by metric and step, the CSV rows; params, the config; the summary) and W&B's offline
-transaction log (history rows, config, summary), each continued by --resume; a store named by
-MLFLOW_TRACKING_URI; a tracker that fails mid-run does not stop training."""
+run (history rows, evaluation during training's included; config; summary), each continued by
+--resume; a store named by MLFLOW_TRACKING_URI; a tracker that fails mid-run does not stop training."""
 from __future__ import annotations
 
 import json
@@ -69,7 +69,8 @@ def test_mlflow_holds_the_csv_rows_the_config_and_the_summary_and_resume_continu
 
 
 def test_wandb_offline_holds_the_csv_rows_the_config_and_the_summary_and_resume_continues_it(tmp_path, tiny, capsys):
-    run = hdppo.train("grid", {**tiny, "steps": 1000, "track": "wandb"}, out=tmp_path / "run")
+    settings = {**tiny, "steps": 1000, "track": "wandb", "eval_every": 500, "eval_episodes": 2}
+    run = hdppo.train("grid", settings, out=tmp_path / "run")
     [folder] = (run / "wandb").glob("offline-run-*")
     logged = wandb_run(folder)
     assert logged["id"] == json.loads((run / "tracking.json").read_text())["wandb"] and logged["exit_code"] == 0
@@ -81,6 +82,7 @@ def test_wandb_offline_holds_the_csv_rows_the_config_and_the_summary_and_resume_
     assert history(logged) == csv_cells(run)
     summary = expected_summary(run)
     assert {k: logged["summary"][k] for k in summary} == summary and "low/return" in summary
+    assert {k for k in summary if k.startswith("eval/")} == {f"eval/{k}" for k in last_rows(run)["eval"]}
 
     rc, _, err = cli(capsys, "train", "--resume", run, "--steps", 2000)
     assert rc == 0, err

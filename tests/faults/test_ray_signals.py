@@ -12,10 +12,13 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from hdppo.engine.commit import list_commits
 from tests.faults.runs import finish
 from tests.helpers.faults import GRID, assert_consistent, launch, wait_for
+
+pytestmark = pytest.mark.ray         # a fault test (slow, by its folder) that starts a local Ray
 
 RUN = [*GRID, "--backend", "ray", "--workers", "2", "--steps", "3000"]
 
