@@ -232,9 +232,12 @@ class MetricsSink:
             summary = self._tracking.summary()
             self._tracking.close(_status(sys.exc_info()[1]))
             if self._tb is not None:
-                try:
-                    if self._tracking.config and summary and self._failed is None:
+                if self._tracking.config and summary and self._failed is None:
+                    try:
                         write_hparams(self._tb, self._tracking.config, summary)
+                    except OSError as exc:
+                        errors.append(_named(exc, self.run_dir / "tb"))
+                try:
                     self._tb.close()
                 except OSError as exc:
                     errors.append(_named(exc, self.run_dir / "tb"))
