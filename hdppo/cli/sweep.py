@@ -86,9 +86,9 @@ def print_summary(study: Any, sweep: Any, folder: Path) -> None:
     for column in ("trial", "state", sweep.objective, *keys, "s", "note"):
         table.add_column(escape(column), overflow="fold")
     for t in study.trials:
-        value = t.value if t.state == TrialState.COMPLETE else (t.intermediate_values or {}).get(
-            max(t.intermediate_values or {0: None}))
-        note = ("at {}% of the budget".format(t.user_attrs["pruned_at"]) if "pruned_at" in t.user_attrs
+        value = (t.value if t.state == TrialState.COMPLETE else     # a pruned trial: its last report
+                 t.intermediate_values[max(t.intermediate_values)] if t.state == TrialState.PRUNED else None)
+        note = (f"at {t.user_attrs['pruned_at']}%" if "pruned_at" in t.user_attrs
                 else t.user_attrs.get("error") or t.user_attrs.get("interrupted") or
                 (f"retry of {t.user_attrs['retry_of']}" if "retry_of" in t.user_attrs else ""))
         table.add_row(str(t.number), t.state.name.lower(), "-" if value is None else f"{value:.4g}",
