@@ -94,3 +94,18 @@ def test_a_clearly_worse_trial_is_pruned_on_its_training_curve(capsys, tmp_path,
     state = json.loads((out / "trial_0003" / "state.json").read_text())
     assert state["finished"] is False and state["env_steps"] < 320     # stopped early, resumable
     assert "pruned at" in stdout and "│ pruned" in stdout
+
+
+def test_an_eval_objective_scores_each_trial_by_its_evaluation(capsys, tmp_path) -> None:
+    space = tmp_path / "space.yaml"
+    space.write_text("lr: {low: 1e-4, high: 1e-2, log: true}\n")
+    out = tmp_path / "s"
+    rc, stdout, err = cli(capsys, *command(space, out, 1, "--objective", "eval:team_return", "--eval-episodes", "4"))
+    assert rc == 0, err
+    saved = json.loads((out / "trial_0000" / "eval.json").read_text())
+    assert study(out).trials[0].value == saved["team_return"][0] and saved["episodes"] == 4
+
+    rc, stdout, err = cli(capsys, *command(space, tmp_path / "t", 1, "--objective", "eval:nosuch"))
+    assert rc == 2 and "the evaluation has no metric 'nosuch'" in err and "team_return" in err
+    trial = study(tmp_path / "t").trials[0]              # a problem of the sweep, not of the trial: retried
+    assert trial.state == TrialState.FAIL and "error" not in trial.user_attrs
