@@ -49,22 +49,31 @@ def outcome_ci(values: Sequence[float], confidence: float = 0.95) -> CI:
 def seeds_ci(per_seed: Sequence[Sequence[float]], confidence: float = 0.95) -> CI:
     """The mean over seeds of each seed's mean, with a Student-t interval across the seed means (the
     seeds are the independent replicates, not the pooled episodes); one seed falls back to its episodes."""
-    from scipy.stats import t
     groups = [[float(v) for v in g if np.isfinite(v)] for g in per_seed]
     groups = [g for g in groups if g]
     if not groups:
         return NAN
     if len(groups) == 1:
         return outcome_ci(groups[0], confidence)
-    means = np.array([np.mean(g) for g in groups])
-    m, sd = float(means.mean()), float(means.std(ddof=1))
-    if sd == 0.0:
-        return m, m, m
-    half = float(t.ppf(0.5 + confidence / 2, len(means) - 1)) * sd / np.sqrt(len(means))
-    lo, hi = m - half, m + half
+    m, lo, hi = t_ci([float(np.mean(g)) for g in groups], confidence)
     if all(is_binary(g) for g in groups):           # rates stay in [0, 1]
         lo, hi = max(lo, 0.0), min(hi, 1.0)
     return m, lo, hi
+
+
+def t_ci(values: Sequence[float], confidence: float = 0.95) -> CI:
+    """The mean of independent replicates (e.g. one value per seed) with a Student-t interval, n - 1
+    degrees of freedom: [1, 2, 3] gives (2, -0.484, 4.484). One value, or no spread, has no width."""
+    from scipy.stats import t
+    x = np.asarray([v for v in values if np.isfinite(v)], dtype=np.float64)
+    if x.size == 0:
+        return NAN
+    m = float(x.mean())
+    sd = float(x.std(ddof=1)) if x.size > 1 else 0.0
+    if sd == 0.0:
+        return m, m, m
+    half = float(t.ppf(0.5 + confidence / 2, x.size - 1) * sd / np.sqrt(x.size))
+    return m, m - half, m + half
 
 
 def diff_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> CI:

@@ -1,10 +1,10 @@
 """`hdppo plot`: learning curves of one or more runs as a PNG (matplotlib, no display needed).
 
 Metrics come from every column of RUN/metrics/run.csv (team return, win, success, ...) and of the
-per-layer CSVs (return, entropy, approx_kl, ...). Runs whose config differs only in the seed (and
-in settings that do not change training: the budget, `--no-progress`, ...) are drawn as their mean
-with a 95% band across seeds (Student-t over the seeds at each step), cut to [0, 1] for a metric
-whose every value lies there.
+per-layer CSVs (return, entropy, approx_kl, ...). A seed group folder (`hdppo train --seeds`)
+stands for its runs. Runs whose config differs only in the seed (and in settings that do not change
+training: the budget, `--no-progress`, ...) are drawn as their mean with a 95% band across seeds
+(Student-t over the seeds at each step), cut to [0, 1] for a metric whose every value lies there.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from hdppo.analysis.seed_group import expand_runs, is_group
 from hdppo.engine.config import NOT_TRAINING
 from hdppo.engine.metrics import read_csv, scope_file
 from hdppo.errors import ConfigError
@@ -118,6 +119,12 @@ def default_out(runs: list[Path]) -> Path:
     return (parents.pop() if len(parents) == 1 else runs[0]) / "curves.png"
 
 
+def group_label(members: list[Path]) -> str:
+    """A group of seeds' name: its seed group folder's when every member is in one, else its first run's."""
+    parents = {m.parent for m in members}
+    return parents.pop().name if len(parents) == 1 and is_group(members[0].parent) else members[0].name
+
+
 def plot_runs(runs: list[str | Path], out: str | Path | None = None,
               metrics: tuple[str, ...] = ("return", "goal_success"), layers: list[str] | None = None,
               strict: bool = False) -> Path:
@@ -127,7 +134,7 @@ def plot_runs(runs: list[str | Path], out: str | Path | None = None,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths = [Path(r) for r in runs]
+    paths = expand_runs(runs)                  # a seed group folder (`hdppo train --seeds`) is its runs
     data = {p: run_curves(p, layers) for p in paths}
     groups: dict[str, list[Path]] = {}
     for p in paths:
@@ -152,7 +159,7 @@ def plot_runs(runs: list[str | Path], out: str | Path | None = None,
                 continue
             grid, mean, lo, hi = band(curves, bounds=metric_bounds(curves))
             line, = ax.plot(grid, mean, marker="o" if len(grid) == 1 else None,
-                            label=f"{members[0].name} (mean of {len(curves)} seeds, 95% band)")
+                            label=f"{group_label(members)} (mean of {len(curves)} seeds, 95% band)")
             ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2)
         ax.set_title(f"{scope}: {metric}")
         ax.set_xlabel("env steps")

@@ -9,13 +9,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from hdppo.cli import bench, check, diagnose, export, plot, render, scenarios, train
+from hdppo.cli import bench, check, diagnose, export, plot, render, scenarios, sweep, train
 from hdppo.cli import eval as eval_
 from hdppo.cli.common import Parser, checkpoint_message, shared_flags
 from hdppo.engine.checkpoint import CheckpointError
 from hdppo.errors import HdppoError
 
-COMMANDS = (scenarios, check, train, eval_, plot, export, render, diagnose, bench)
+COMMANDS = (scenarios, check, train, sweep, eval_, plot, export, render, diagnose, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

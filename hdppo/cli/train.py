@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from hdppo.cli.seeds import seed_list
+
 if TYPE_CHECKING:
     from hdppo.engine.spec import RunSpec
 
@@ -25,6 +27,9 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
                    help="checkpoint for a layer: frozen if the layer is not trained, a warm start if it is")
     p.add_argument("--steps", help="env steps in all (every copy counts)")
     p.add_argument("--seed")
+    p.add_argument("--seeds", type=seed_list, metavar="0-4|0,2,5",
+                   help="train once per seed, in sequence, into one seed group folder (--out GROUP: GROUP/seed_N "
+                        "and GROUP/seeds.json); rerun the same command or --resume GROUP to continue it")
     p.add_argument("--workers", help="worker processes (default: about 75%% of the cores)")
     p.add_argument("--backend", choices=["inline", "process", "ray"])
     p.add_argument("--address",
@@ -126,10 +131,16 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
+    from hdppo.analysis.seed_group import is_group
+    from hdppo.cli import seeds
     from hdppo.engine.budget import format_budget
     from hdppo.engine.trainer import RunInterrupted, Trainer
     from hdppo.errors import ConfigError
     from hdppo.runfolder import record_resolved, record_scenario
+    if args.seeds is not None:
+        return seeds.train_group(args, run)
+    if args.resume and is_group(args.resume):
+        return seeds.resume_group(args, run)
     console = Console()
     reinit = tuple(n.strip() for item in args.reinit or [] for n in item.split(",") if n.strip())
     if args.resume:
