@@ -11,10 +11,11 @@ from hdppo.cli.seeds import seed_list
 if TYPE_CHECKING:
     from hdppo.engine.spec import RunSpec
 
-FLAGS = ("steps", "seed", "workers", "backend", "schedule", "address")     # flags that are train keys too
+FLAGS = ("steps", "seed", "workers", "backend", "schedule", "address", "track")     # flags that are train keys too
 
 
 def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    from hdppo.engine.tracking import TRACKERS
     p = sub.add_parser("train", parents=parents, help="train a scenario's layers with per-layer DPPO")
     p.add_argument("scenario", nargs="?", help="a scenario name or a path to a scenario .py file")
     p.add_argument("overrides", nargs="*", help="key=value: training keys (steps, envs_per_worker, ...), layer keys "
@@ -33,6 +34,8 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
     p.add_argument("--backend", choices=["inline", "process", "ray"])
     p.add_argument("--address",
                    help="ray backend: join the Ray cluster at HOST:PORT (default: RAY_ADDRESS or a local Ray)")
+    p.add_argument("--track", choices=TRACKERS, help="also log metrics, config and summary to W&B (offline) or "
+                   "MLflow (a local store), in the run folder unless their env vars say otherwise")
     p.add_argument("--config", help="YAML file of overrides (key=value arguments win)")
     p.add_argument("--out", help="run folder (default runs/SCENARIO-TIME); must be new or empty")
     p.add_argument("--resume", metavar="RUN", help="continue the run in this folder from its newest commit")
@@ -95,8 +98,8 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
     from hdppo.errors import ConfigError
     given = [f"the scenario {args.scenario!r}"] if args.scenario else []
     given += [f"{a!r}" for a in args.overrides or []]
-    given += [f"--{flag}" for flag in ("seed", "workers", "backend", "schedule", "address", "config", "out", "load")
-              if getattr(args, flag)]
+    given += [f"--{flag}" for flag in ("seed", "workers", "backend", "schedule", "address", "track", "config", "out",
+                                       "load") if getattr(args, flag)]
     if args.layer != "all":
         given.append("--layer")
     if given:

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hdppo.engine.tracking import check_track
 from hdppo.errors import ConfigError
 from hdppo.overrides import apply_overrides
 
@@ -95,6 +96,8 @@ class TrainConfig:
     eval_deterministic: bool = False      # evaluations act greedily instead of sampling
     eval_metric: str = ""                 # eval column that picks checkpoints/best ("" = return/TOP_LAYER;
                                           # a leading '-' = lower is better), see hdppo/engine/evaluation.py
+    track: str = "none"                   # also log metrics, config and summary to wandb or mlflow (in the
+                                          # run folder unless their env vars say otherwise; engine/tracking.py)
     layers: dict[str, LayerConfig] = field(default_factory=dict)
 
     def n_workers(self) -> int:
@@ -109,11 +112,11 @@ LAYER_KEYS = {f.name for f in dataclasses.fields(LayerConfig)}
 
 
 # TrainConfig fields that do not change what training does (the budget, the display, commit and log
-# intervals, timeouts, the Ray address, restarts): runs differing only in these are the same run
+# intervals, timeouts, the Ray address, restarts, tracking): runs differing only in these are the same run
 # (hdppo plot groups them as seeds of one config; the evidence studies reuse them).
 NOT_TRAINING = frozenset({"steps", "progress", "checkpoint_every", "checkpoint_seconds", "worker_timeout", "log_every",
                           "address", "worker_restarts",
-                          "eval_every", "eval_episodes", "eval_deterministic", "eval_metric"})
+                          "eval_every", "eval_episodes", "eval_deterministic", "eval_metric", "track"})
 
 
 def resolve_overrides(overrides: dict[str, Any], layer_names: list[str], scenario_keys: set[str],
@@ -197,6 +200,7 @@ def check_train_config(cfg: TrainConfig) -> None:
     check_eval_keys(cfg, need)
     check_device(cfg.device)
     cfg.progress = progress_mode(cfg.progress)
+    cfg.track = check_track(cfg.track)
     for name, lc in cfg.layers.items():     # the mode's name is checked against MODES by RunSpec and
         check_layer_ranges(name, lc, need)    # the Trainer (modes.py builds on this module, not under it)
     for name, lc in cfg.layers.items():

@@ -4,6 +4,9 @@ A write that fails (a full disk, a read-only folder) is raised once, from `Metri
 `flush`, as an OSError naming the file (the trainer turns it into its one-line error with the commit
 kept); closing the sink afterwards does not raise again, and TensorBoard's writer thread does not
 print its own traceback (the sink raises the thread's error in the caller's thread).
+
+The sink also hands every row to the run's tracker (`track=wandb|mlflow`, hdppo/engine/tracking.py)
+and, at close, writes the run's config as TensorBoard hparams next to the scalars.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from hdppo.engine.tracking import RunTracking, write_hparams
 from hdppo.errors import HdppoError
 
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
@@ -122,9 +126,12 @@ class MetricsSink:
     CSVs go to ``run_dir/metrics/<scope>.csv`` (columns: step, wall_time, sorted keys; NaN is an
     empty cell); TensorBoard scalars to ``run_dir/tb`` with tag ``"{scope}/{key}"`` (NaN
     skipped). Existing CSVs are appended to, so a resumed run continues its files. Thread-safe.
+    ``track`` (none, wandb, mlflow) sends the same scalars to that tracker; in a run folder, close()
+    writes config.json as TensorBoard hparams with the summary's tags as their metrics.
     """
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = True, purge_step: int | None = None) -> None:
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, purge_step: int | None = None,
+                 track: str = "none") -> None:
         self.run_dir = Path(run_dir)
         (self.run_dir / "metrics").mkdir(parents=True, exist_ok=True)
         self._csvs: dict[str, _ScopeCsv] = {}
@@ -147,6 +154,7 @@ class MetricsSink:
                     self._tb = SummaryWriter(log_dir=str(self.run_dir / "tb"), flush_secs=10, purge_step=purge_step)
                 except OSError as exc:
                     raise self._fail(exc, self.run_dir / "tb") from None
+        self._tracking = RunTracking(self.run_dir, track)
 
     def _fail(self, exc: OSError, path: Path) -> OSError:
         """A write error naming `path`, remembered: it is raised once, and close() then stays quiet."""
@@ -185,6 +193,7 @@ class MetricsSink:
                             self._tb.add_scalar(f"{scope}/{key}", floats[key], int(step), walltime=wall)
                 except OSError as exc:
                     raise self._fail(exc, self.run_dir / "tb") from None
+            self._tracking.log(scope, int(step), floats)
 
     def flush(self) -> None:
         """Push buffered data to disk."""
@@ -202,6 +211,7 @@ class MetricsSink:
                     self._tb.flush()
                 except OSError as exc:
                     raise self._fail(exc, self.run_dir / "tb") from None
+            self._tracking.flush()
 
     def close(self) -> None:
         """Flush and close all files; further log() calls raise. Idempotent.
@@ -219,7 +229,14 @@ class MetricsSink:
                     sink.close()
                 except OSError as exc:
                     errors.append(exc)
+            summary = self._tracking.summary()
+            self._tracking.close(_status(sys.exc_info()[1]))
             if self._tb is not None:
+                if self._tracking.config and summary and self._failed is None:
+                    try:
+                        write_hparams(self._tb, self._tracking.config, summary)
+                    except OSError as exc:
+                        errors.append(_named(exc, self.run_dir / "tb"))
                 try:
                     self._tb.close()
                 except OSError as exc:
@@ -237,6 +254,14 @@ class MetricsSink:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _status(error: BaseException | None) -> str:
+    """How the run ended, for the tracker: FINISHED, KILLED (a stop signal, whose RunInterrupted
+    carries its `signum`, or Ctrl-C), or FAILED."""
+    if error is None:
+        return "FINISHED"
+    return "KILLED" if isinstance(error, KeyboardInterrupt) or hasattr(error, "signum") else "FAILED"
 
 
 def read_csv(run_dir: str | Path, scope: str) -> list[dict[str, float]]:

@@ -264,7 +264,7 @@ class Trainer:
         purge = int(self.state["env_steps"]) if self.commit is not None and self.state["env_steps"] else None
         restore = self._catch_signals()
         try:
-            self.sink = MetricsSink(self.out, purge_step=purge)
+            self.sink = MetricsSink(self.out, purge_step=purge, track=self.tc.track)
             if self.tc.eval_every > 0:
                 self.evaluation = TrainingEval(self.out, self.tc, self.names, self.spec.scenario, self.sink,
                                                self.callbacks, self.state)

@@ -6,6 +6,7 @@
 - `runtime`: a tiny trained run, and the team's and workers' actions on the same observations;
 - `scripted_env`: a PettingZoo env with scripted rewards, to check the hierarchy's bookkeeping;
 - `faults`: `hdppo` in its own process, to kill and signal.
+- `tracking`: what a tracked run logged, read back (its CSV cells, W&B's offline log, TensorBoard hparams).
 """
 from __future__ import annotations
 
