@@ -26,7 +26,7 @@ NOT_COMPARED = ("out", "no_progress", "seeds")               # may differ when t
 # what a run's flags are reset to when one seed is continued with `--resume GROUP/seed_N`
 RESUME_RESET: dict[str, Any] = {"scenario": None, "overrides": [], "seed": None, "workers": None, "backend": None,
                                 "schedule": None, "address": None, "config": None, "out": None, "load": None,
-                                "layer": "all", "seeds": None}
+                                "layer": "all", "seeds": None, "track": None}   # a resume keeps its tracking run
 
 
 def seed_list(text: str) -> list[int]:
@@ -111,7 +111,7 @@ def resume_group(args: argparse.Namespace, run_one: RunOne) -> int:
     from hdppo.analysis.seed_group import read_manifest
     group = Path(args.resume)
     given = [f"--{k}" for k in ("seed", "workers", "backend", "schedule", "address", "config", "out", "load", "steps",
-                                "reinit") if getattr(args, k, None)]
+                                "reinit", "track") if getattr(args, k, None)]
     given += ["the scenario"] * bool(args.scenario) + [repr(o) for o in args.overrides or []]
     if given:
         raise ConfigError(f"--resume {group} continues the seed group as its seeds.json records, so "

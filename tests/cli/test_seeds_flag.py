@@ -43,3 +43,11 @@ def test_a_folder_that_is_no_seed_group_is_refused(capsys, tmp_path) -> None:
     (tmp_path / "g" / "notes.txt").write_text("mine")
     rc, out, err = cli(capsys, "train", "grid", "--seeds", "0-1", "--out", tmp_path / "g")
     assert rc == 2 and "is not a seed group" in err
+
+
+def test_resuming_a_group_refuses_a_track_flag(capsys, tmp_path) -> None:
+    """A resumed group keeps each seed's tracking run (RUN/tracking.json); --track beside it would be ignored."""
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "seeds.json").write_text("{}")
+    rc, out, err = cli(capsys, "train", "--resume", tmp_path / "g", "--track", "mlflow")
+    assert rc == 2 and "--track would be ignored" in err and "\n  fix: " in err, err
