@@ -110,6 +110,7 @@ class HostEnv(BatchedEnv):
             if self.action_mask is not None and self.spaces.mask_base is not None:   # both set, or neither
                 base = self.spaces.mask_base[i]
                 self.action_mask[0, i] = base if mask is None else (np.asarray(mask, bool).reshape(-1) & base)
+        self._check_finite()
         was = self.alive[0].copy()
         self.alive[0] = [u in living and was[i] for i, u in enumerate(self.units)]
         self._state = None if state is None else np.asarray(state, np.float32).reshape(1, -1)   # per step
@@ -134,6 +135,14 @@ class HostEnv(BatchedEnv):
         if flat.shape[0] < D:                  # SuperSuit's padding: zeros at the end
             flat = np.concatenate([flat, np.zeros(D - flat.shape[0], np.float32)])
         return flat
+
+    def _check_finite(self) -> None:
+        """Refuse NaN or infinite observations before any layer acts on them, naming the unit."""
+        bad = ~np.isfinite(self.obs[0])
+        if bad.any():
+            unit = self.units[int(np.argwhere(bad)[0, 0])]
+            raise ConfigError(f"the observation of unit {unit!r} holds a non-finite value (NaN or inf)",
+                              "pass finite observations (clip or replace NaN / inf) to team.act")
 
     def _unit_array(self, value: Any, what: str) -> np.ndarray:
         if isinstance(value, Mapping):
