@@ -137,7 +137,8 @@ def run_act_bench(cfg: ActBenchConfig, log: Callable[[str], None] = print) -> di
                 if key[1] == "greedy":
                     greedy[key[0]] = actions
     return {"rows": rows, "steps": len(steps), "episodes": sum(s.first for s in steps),
-            "mismatches": mismatches(greedy["torch"], greedy["onnx"]), "run": str(run) if cfg.run else None}
+            "mismatches": mismatches(greedy["torch"], greedy["onnx"]), "unit_actions": sum(map(len, greedy["torch"])),
+            "run": str(run) if cfg.run else None}
 
 
 def markdown(r: dict[str, Any], cfg: ActBenchConfig, command: str) -> str:
@@ -145,7 +146,8 @@ def markdown(r: dict[str, Any], cfg: ActBenchConfig, command: str) -> str:
              f"Team: {r['run'] or f'a {cfg.train_steps:,}-step skirmish run trained by the bench'} (3 layers, "
              f"12 units); {r['steps']:,} recorded env steps of {r['episodes']} episodes replayed per measurement; "
              f"{cfg.threads} torch thread(s), single-threaded ONNX sessions; each figure the best of {cfg.repeats} "
-             f"interleaved repeats. Greedy torch and ONNX actions differ on {r['mismatches']} unit steps.", "",
+             f"interleaved repeats. Greedy torch and ONNX actions differ on {r['mismatches']} of "
+             f"{r['unit_actions']:,} unit actions.", "",
              "| runtime | mode | median ms | p95 ms | CPU median ms | CPU p95 ms | target ms | median / target "
              "| p95 / target |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for (runtime, mode), row in r["rows"].items():
