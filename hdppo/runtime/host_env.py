@@ -2,8 +2,9 @@
 owning the simulator.
 
 The caller (a game loop, a robot fleet, a remote simulator) writes each step's per-unit
-observations with `write`; `HierarchyEnv.step_iter` then runs over this one-copy BatchedEnv as in
-training, and `step` only records the units' actions for the caller to apply.
+observations with `write`; `HierarchyEnv.decide` then takes the layers' decisions over this
+one-copy BatchedEnv as training's step does, and returns the units' actions for the caller to
+apply (`step` only records them, for a HierarchyEnv that steps it).
 
 What scenario hooks may read from `ctx.env` here: `obs` [1, U, D], `alive` [1, U],
 `action_mask` [1, U, A] or None, `state()` [1, Ds] (the `state` the caller gave), `positions()`

@@ -2,7 +2,9 @@
 
 `hdppo.load(RUN)` builds it from a run folder. The team keeps the hierarchy's bookkeeping itself
 (decision intervals, goals and their grounding, aggregation over living children, deaths) by
-running the same HierarchyEnv as training over a HostEnv that holds the caller's observations.
+running the same HierarchyEnv as training over a HostEnv that holds the caller's observations:
+`HierarchyEnv.decide` takes the decisions of training's step, without the rewards and transitions
+only training reads.
 """
 from __future__ import annotations
 
