@@ -2,8 +2,9 @@
 owning the simulator.
 
 The caller (a game loop, a robot fleet, a remote simulator) writes each step's per-unit
-observations with `write`; `HierarchyEnv.step_iter` then runs over this one-copy BatchedEnv as in
-training, and `step` only records the units' actions for the caller to apply.
+observations with `write`; `HierarchyEnv.decide` then takes the layers' decisions over this
+one-copy BatchedEnv as training's step does, and returns the units' actions for the caller to
+apply (`step` only records them, for a HierarchyEnv that steps it).
 
 What scenario hooks may read from `ctx.env` here: `obs` [1, U, D], `alive` [1, U],
 `action_mask` [1, U, A] or None, `state()` [1, Ds] (the `state` the caller gave), `positions()`
@@ -64,6 +65,17 @@ def probe_spaces(scenario: Any, cfg: Any, specs: list) -> UnitSpaces:
         env.close()
 
 
+def _split_mask(ob: Any, info: Any) -> tuple[Any, Any]:
+    """A unit's observation and its action mask: from {"observation", "action_mask"}, else from its
+    info's "action_mask", else None."""
+    mask = None
+    if isinstance(ob, Mapping) and "observation" in ob:
+        mask, ob = ob.get("action_mask"), ob["observation"]
+    if mask is None and isinstance(info, Mapping):
+        mask = info.get("action_mask")
+    return ob, mask
+
+
 class HostEnv(BatchedEnv):
     """A BatchedEnv of one copy filled by the caller; see the module docstring."""
 
@@ -72,6 +84,7 @@ class HostEnv(BatchedEnv):
         self.n_envs = 1
         self.units = list(spaces.units)
         self.opponents = list(spaces.opponents)
+        self._opponents = set(self.opponents)
         self.obs_space = spaces.obs_space
         self.action_space = spaces.action_space
         self.state_space = spaces.state_space
@@ -90,32 +103,38 @@ class HostEnv(BatchedEnv):
               agents: Iterable[str] | None = None, state: Any = None, positions: Any = None,
               sim: Any = None) -> None:
         """This step's observations (a dead unit keeps its last one), living units, masks and extras."""
-        unknown = [a for a in observations if a not in self._index and a not in self.opponents]
+        unknown = [a for a in observations if a not in self._index and a not in self._opponents]
         if unknown and len(unknown) == len(observations):   # others' entries (opponents) are ignored
             raise ConfigError(f"observations name agent {unknown[0]!r}, which is not a unit of this team",
                               f"pass the env's per-agent observations; the team's units are {self.units[:6]}...")
         living = set(observations if agents is None else agents)
         infos = infos or {}
+        rows, flat, masks = [], [], []
         for unit, ob in observations.items():
             i = self._index.get(unit)
-            if i is None:
-                continue
-            mask = None
-            if isinstance(ob, Mapping) and "observation" in ob:
-                mask, ob = ob.get("action_mask"), ob["observation"]
-            info = infos.get(unit) or {}
-            if mask is None and isinstance(info, Mapping):
-                mask = info.get("action_mask")
-            self.obs[0, i] = self._flat(unit, ob)
-            if self.action_mask is not None and self.spaces.mask_base is not None:   # both set, or neither
-                base = self.spaces.mask_base[i]
-                self.action_mask[0, i] = base if mask is None else (np.asarray(mask, bool).reshape(-1) & base)
+            if i is not None:
+                ob, mask = _split_mask(ob, infos.get(unit))
+                rows.append(i)
+                flat.append(self._flat(unit, ob))
+                masks.append(mask)
+        if rows:                                   # one write of all rows: no per-unit numpy calls
+            self.obs[0, rows] = flat
+            self._write_masks(rows, masks)
+        self._check_finite()
         was = self.alive[0].copy()
         self.alive[0] = [u in living and was[i] for i, u in enumerate(self.units)]
         self._state = None if state is None else np.asarray(state, np.float32).reshape(1, -1)   # per step
         self._positions = None if positions is None else self._unit_array(positions, "positions")
         if sim is not None:
             self.sim = sim
+
+    def _write_masks(self, rows: list[int], masks: list[Any]) -> None:
+        """Units' legal actions: the padding's, narrowed by the mask each unit was given (if any)."""
+        if self.action_mask is None or self.spaces.mask_base is None:     # both set, or neither
+            return
+        base = self.spaces.mask_base
+        given = np.array([base[i] if m is None else m for i, m in zip(rows, masks)], bool)
+        self.action_mask[0, rows] = base[rows] & given.reshape(len(rows), -1)
 
     def revive(self) -> None:
         """A new episode: every unit alive again (the next write says which really are)."""
@@ -134,6 +153,14 @@ class HostEnv(BatchedEnv):
         if flat.shape[0] < D:                  # SuperSuit's padding: zeros at the end
             flat = np.concatenate([flat, np.zeros(D - flat.shape[0], np.float32)])
         return flat
+
+    def _check_finite(self) -> None:
+        """Refuse NaN or infinite observations before any layer acts on them, naming the unit."""
+        bad = ~np.isfinite(self.obs[0])
+        if bad.any():
+            unit = self.units[int(np.argwhere(bad)[0, 0])]
+            raise ConfigError(f"the observation of unit {unit!r} holds a non-finite value (NaN or inf)",
+                              "pass finite observations (clip or replace NaN / inf) to team.act")
 
     def _unit_array(self, value: Any, what: str) -> np.ndarray:
         if isinstance(value, Mapping):

@@ -32,6 +32,16 @@ class OnnxPolicy:
     path: str
 
 
+def single_thread_options() -> Any:
+    """onnxruntime session options for a team's small per-step batches: one thread, no thread pool
+    (a pool's threads wait on each other, which on a busy machine stalls a step for milliseconds)."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return options
+
+
 class OnnxTeam(Team):
     """A Team whose checkpointed layers act through their exported ONNX actors."""
 
@@ -61,7 +71,7 @@ class OnnxTeam(Team):
         if self._by_name[info.name]["obs_dim"] != info.obs_dim:
             raise ConfigError(f"exported layer {info.name!r} takes {self._by_name[info.name]['obs_dim']} inputs, "
                               f"the scenario now gives {info.obs_dim}", "export again from the run")
-        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(path, single_thread_options(), providers=["CPUExecutionProvider"])
         roles = None if model["roles"] is None else np.asarray(model["roles"], np.int64)
         log_std = None if model["log_std"] is None else np.asarray(model["log_std"], np.float32)
         return OnnxPolicy(session, roles, log_std, path)

@@ -2,7 +2,9 @@
 
 `hdppo.load(RUN)` builds it from a run folder. The team keeps the hierarchy's bookkeeping itself
 (decision intervals, goals and their grounding, aggregation over living children, deaths) by
-running the same HierarchyEnv as training over a HostEnv that holds the caller's observations.
+running the same HierarchyEnv as training over a HostEnv that holds the caller's observations:
+`HierarchyEnv.decide` takes the decisions of training's step, without the rewards and transitions
+only training reads.
 """
 from __future__ import annotations
 
@@ -73,6 +75,7 @@ class Team:
         self.hier = HierarchyEnv(acting_scenario(scenario), cfg, n_envs=1, autoreset=False, env=self.env)
         self.env._positions = self.env._state = None
         self.units = list(self.env.units)
+        self._trim = self._action_trims()
         self._seed = int(seed)
         self._loaded: dict[str, Any] = {info.name: self._load_policy(info, checkpoints[info.name])
                                         for info in self.hier.info if info.name in checkpoints}
@@ -155,11 +158,11 @@ class Team:
                 self._done = True
                 return {}
             with self._rng():
-                self.hier.step(self._decide)
+                actions = self.hier.decide(self._decide)
         except AttributeError as exc:
             raise ScenarioError(f"a hook of scenario {self.scenario.name!r} read something the caller did not "
                                 f"give ({exc})", "pass sim=<the simulator the hooks read> to team.act") from exc
-        return self._unit_actions()
+        return self._unit_actions(actions[0])
 
     def goals(self) -> dict[str, dict[str, Any]]:
         """The goal each node currently holds, per layer that receives goals: {layer: {node: goal}}."""
@@ -189,18 +192,23 @@ class Team:
     def _decide(self, d: Decision) -> np.ndarray:
         return self._actors[d.layer](d)
 
-    def _unit_actions(self) -> dict[str, Any]:
-        assert self.env.actions is not None           # hier.step gave the units' actions to the env
-        acts = self.env.actions[0]
-        out = {}
-        for i, unit in enumerate(self.units):
-            if not self.env.alive[0, i]:
-                continue
-            a = acts[i]
+    def _unit_actions(self, acts: np.ndarray) -> dict[str, Any]:
+        """The living units' actions from the units' action array [U, ...]."""
+        alive = self.env.alive[0].tolist()
+        if acts.ndim == 1:                            # one number per unit: Python ints / floats
+            values = acts.tolist()
+            return {u: values[i] for i, u in enumerate(self.units) if alive[i]}
+        return {u: acts[i][self._trim[i]].copy() for i, u in enumerate(self.units) if alive[i]}
+
+    def _action_trims(self) -> list[tuple[slice, ...]]:
+        """Per unit, the part of the padded action array that is its own (SuperSuit pads smaller Boxes)."""
+        out = []
+        for unit in self.units:
             raw = self.env.spaces.raw_action.get(unit)
             if isinstance(raw, gym.spaces.Box) and raw.shape != self.env.action_space.shape:
-                a = a[tuple(slice(0, k) for k in raw.shape)]     # SuperSuit's padding, taken off
-            out[unit] = _plain(a)
+                out.append(tuple(slice(0, k) for k in raw.shape))
+            else:
+                out.append(())
         return out
 
 

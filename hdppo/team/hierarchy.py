@@ -232,14 +232,17 @@ class HierarchyEnv:
     # ---- stepping --------------------------------------------------------------------------
     def step(self, act: Policy) -> StepResult:
         """One env step for every copy, asking `act(decision)` for each deciding layer."""
-        gen = self.step_iter()
-        try:
-            decision = next(gen)
-            while True:
-                assert decision is not None        # step_iter pauses only when asked to
-                decision = gen.send(act(decision))
-        except StopIteration as stop:
-            return stop.value
+        return _drive(self.step_iter(), act)
+
+    def decide(self, act: Policy) -> np.ndarray:
+        """The decisions of one env step as `step` takes them, without stepping the env: the units'
+        actions [E, U, ...] (held until they decide again). No reward, transition or episode end is
+        kept: a deployed team (hdppo.runtime) steps its own simulator, writes the next observations
+        into the env and calls `refresh`."""
+        _drive(self._decisions(), act)
+        self.t += 1
+        assert self._env_actions is not None
+        return self._env_actions
 
     def step_iter(self, pause: bool = False) -> Generator[Decision | None, np.ndarray | None, StepResult]:
         """Yield a Decision per deciding layer (top-down), receive its actions, return the StepResult.
@@ -247,6 +250,13 @@ class HierarchyEnv:
         With `pause`, yield None once more after the last decision and before the env steps (send
         None to go on): a trainer ending its rollout there has the values of every slot's next
         decision state, which bootstrap the transitions that closed on the rollout's last step."""
+        yield from self._decisions()
+        if pause:
+            yield None
+        return self._advance()
+
+    def _decisions(self) -> Generator[Decision | None, np.ndarray | None, None]:
+        """Yield a Decision per deciding layer (top-down) and apply the actions it is sent back."""
         L = self.n_layers
         if self._env_actions is None:
             self._env_actions = self._empty_env_actions()
@@ -263,9 +273,6 @@ class HierarchyEnv:
                 self._env_actions[mask] = actions[mask]
             else:
                 self._assign_goals(i, actions, mask)
-        if pause:
-            yield None
-        return self._advance()
 
     def _empty_env_actions(self) -> np.ndarray:
         space = self.env.action_space
@@ -391,3 +398,14 @@ class HierarchyEnv:
 
     def close(self) -> None:
         self.env.close()
+
+
+def _drive(gen: Generator[Decision | None, np.ndarray | None, Any], act: Policy) -> Any:
+    """Run a decision generator to its end, answering each Decision with `act`; its return value."""
+    try:
+        decision = next(gen)
+        while True:
+            assert decision is not None        # the generators pause only when asked to
+            decision = gen.send(act(decision))
+    except StopIteration as stop:
+        return stop.value

@@ -39,8 +39,10 @@ def make_run(out: Path, scenario: str, overrides: dict[str, str] | None = None, 
     return out
 
 
-def worker_actions(run: Path, steps: int, seed: int, deterministic: bool = True) -> list[dict[str, object]]:
-    """Per env step, the units' env actions the training-time Worker path takes (one env copy)."""
+def worker_actions(run: Path, steps: int, seed: int, deterministic: bool = True,
+                   across_episodes: bool = False) -> list[dict[str, object]]:
+    """Per env step, the units' env actions the training-time Worker path takes (one env copy); the
+    first episode's, or `steps` steps of episodes in a row (the copy resets itself, as in training)."""
     from hdppo.runfolder import load_run_config, team_checkpoints
     config = load_run_config(run)
     train = dict(config["train"], seed=seed, envs_per_worker=1)
@@ -55,16 +57,17 @@ def worker_actions(run: Path, steps: int, seed: int, deterministic: bool = True)
             result = hier.step(worker._act)
             acts = hier._env_actions[0]
             out.append({u: np.asarray(acts[i]).tolist() for i, u in enumerate(hier.env.units) if alive[i]})
-            if result.done.any():
+            if result.done.any() and not across_episodes:
                 break
     finally:
         worker.close()
     return out
 
 
-def team_actions(run: Path, steps: int, seed: int, deterministic: bool = True, team=None) -> list[dict[str, object]]:
-    """The same episode acted by hdppo.load(run) (or `team`) over the scenario's own one-copy batch (seeded
-    as a worker's)."""
+def team_actions(run: Path, steps: int, seed: int, deterministic: bool = True, team=None,
+                 across_episodes: bool = False) -> list[dict[str, object]]:
+    """The same episode (or episodes, as worker_actions) acted by hdppo.load(run) (or `team`) over the
+    scenario's own one-copy batch (seeded as a worker's); the team is reset at each new episode."""
     import hdppo
     from hdppo.runfolder import load_run_config
     config = load_run_config(run)
@@ -93,8 +96,12 @@ def team_actions(run: Path, steps: int, seed: int, deterministic: bool = True, t
             for i, u in enumerate(env.units):
                 if u in acts:
                     arr[0, i] = acts[u]
-            if env.step(arr).done.any():
+            done = env.step(arr).done
+            if done.any() and not across_episodes:
                 break
+            if done.any():
+                env.reset_done(done)
+                team.reset()
     finally:
         env.close()
     return out
