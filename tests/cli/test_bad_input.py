@@ -20,7 +20,7 @@ from hdppo.cli import main
 from tests.helpers import TESTS
 from tests.helpers.cli import cli
 
-NAN_ENV = TESTS / "fixtures" / "nan_env.py"
+NAN_ENV = TESTS / "fixtures" / "broken_env.py"
 FAST = ["--backend", "inline", "--workers", "1", "--seed", "0", "--no-progress",
         "envs_per_worker=2", "rollout=16", "epochs=1", "minibatches=1"]
 
@@ -243,7 +243,7 @@ def test_load_of_a_missing_checkpoint(tmp_path, capsys):
 # ---- non-finite env output -----------------------------------------------------------------------
 @pytest.mark.parametrize("where", ["reward", "observation"])
 def test_check_reports_non_finite_env_output(where, capsys):
-    rc, out, _ = cli(capsys, "check", NAN_ENV, f"nan_in={where}")
+    rc, out, _ = cli(capsys, "check", NAN_ENV, f"fault=nan_{where}")
     assert rc == 1
     assert "some checks failed" in out
     fail = [line for line in out.splitlines() if "FAIL" in line]
@@ -252,14 +252,14 @@ def test_check_reports_non_finite_env_output(where, capsys):
 
 
 def test_check_of_the_nan_scenario_passes_without_nan(capsys):
-    rc, out, _ = cli(capsys, "check", NAN_ENV, "nan_step=-1", "--episodes", "2")
+    rc, out, _ = cli(capsys, "check", NAN_ENV, "fault_step=-1", "--episodes", "2")
     assert rc == 0, out
 
 
 def test_train_stops_on_a_nan_reward_naming_the_unit(tmp_path, capsys):
     out = tmp_path / "run"
     rc, _, err = cli(capsys, "train", NAN_ENV, "--steps", "200", *FAST, "--out", out)
-    assert_refused(rc, err, "non-finite reward", "unit 'u1'", "episode step 3", "nan_env")
+    assert_refused(rc, err, "non-finite reward", "unit 'u1'", "episode step 3", "broken_env")
     state = json.loads((out / "state.json").read_text())
     assert state["finished"] is False
 
@@ -269,7 +269,7 @@ def test_train_in_worker_processes_stops_on_a_nan_observation(tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, COLUMNS="300")
     proc = subprocess.run(
-        [sys.executable, "-m", "hdppo.cli", "train", str(NAN_ENV), "nan_in=observation", "--steps", "200",
+        [sys.executable, "-m", "hdppo.cli", "train", str(NAN_ENV), "fault=nan_observation", "--steps", "200",
          "--backend", "process", "--workers", "1", "--seed", "0", "--no-progress", "envs_per_worker=2",
          "--out", str(out)],
         capture_output=True, text=True, timeout=120, env=env)

@@ -19,14 +19,14 @@ from hdppo.sims.pettingzoo import PettingZooBatch
 from hdppo.team.guards import check_shapes
 from tests.helpers import TESTS
 
-SHAPE_ENV = TESTS / "fixtures" / "shape_env.py"
+SHAPE_ENV = TESTS / "fixtures" / "broken_env.py"
 
 
 @pytest.mark.parametrize("bad,backend", [("scalar", "inline"), ("scalar", "process"), ("long", "inline"),
                                          ("long", "process")])
 def test_training_stops_on_a_wrong_observation_shape_naming_unit_copy_and_step(bad, backend, tmp_path):
     run = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "hdppo.cli", "train", str(SHAPE_ENV), f"bad={bad}", "--steps", "200",
+    proc = subprocess.run([sys.executable, "-m", "hdppo.cli", "train", str(SHAPE_ENV), f"fault={bad}", "--steps", "200",
                            "--backend", backend, "--workers", "1", "--seed", "0", "--no-progress",
                            "envs_per_worker=2", "rollout=16", "--out", str(run)],
                           capture_output=True, text=True, timeout=300)

@@ -24,7 +24,7 @@ from hdppo.engine.worker import WorkerSpec  # noqa: E402
 from hdppo.team.scenario import load_scenario  # noqa: E402
 from tests.helpers import TESTS  # noqa: E402
 
-NAN_ENV = TESTS / "fixtures" / "nan_env.py"
+NAN_ENV = TESTS / "fixtures" / "broken_env.py"
 GRID_LAYERS = ["high", "mid", "low"]
 
 FAILING_ENV = TESTS / "fixtures" / "failing_env.py"   # raises or exits at a chosen step
@@ -82,7 +82,8 @@ def test_ray_and_process_give_identical_parameters(tmp_path, own_ray):
 
 @pytest.mark.timeout(120)
 def test_a_scenario_error_in_a_worker_stops_training_with_its_message(tmp_path, own_ray):
-    """The nan_env fixture raises an HdppoError inside the workers: its problem and fix reach the driver."""
+    """The broken_env fixture (a NaN reward) raises an HdppoError inside the workers: its problem and
+    fix reach the driver."""
     t0 = time.monotonic()
     with pytest.raises(WorkerError) as info:
         train(tmp_path / "run", ["low"], scenario=str(NAN_ENV), backend="ray", steps=200, workers=2,
