@@ -192,7 +192,7 @@ class _Recorder:
         keep = keep_mask(spec, hier.context(i), width, hier.scenario.name)              # [E, N, D]
         E, N = keep.shape[:2]
         own = d.obs.reshape(E, N, -1, d.obs.shape[2])[:, :, 0, :width]         # per_child: the parent's part
-        deciding = d.mask.reshape(E, N, -1).any(axis=2)
+        deciding = np.asarray(d.mask.reshape(E, N, -1).any(axis=2))
         wrong = deciding[..., None] & np.where(keep, own != hier.features(i), own != 0)
         if wrong.any():
             e, n, f = np.argwhere(wrong)[0]

@@ -84,8 +84,9 @@ def make_layers(cfg: SpreadConfig) -> list[Layer]:
         return [Layer("low", interval=1)]
     # the goal term leads: with w_int 0.1 / w_ext 1 the shared team reward drowned it and the units
     # did not learn in 150k steps (team return -514 -> -545); with 1.0 / 0.1 it went -514 -> -430
-    attention = dict(attend=goal_landmark, entities=Entities(LANDMARK_OFFSET, 2, n)) if cfg.attend else {}
-    low = Layer("low", interval=1, intrinsic=unit_intrinsic, w_int=1.0, w_ext=0.1, **attention)
+    low = Layer("low", interval=1, intrinsic=unit_intrinsic, w_int=1.0, w_ext=0.1,
+                attend=goal_landmark if cfg.attend else None,
+                entities=Entities(LANDMARK_OFFSET, 2, n) if cfg.attend else None)
 
     def over_units(name: str) -> Layer:
         """The layer above the units: a landmark per unit."""
