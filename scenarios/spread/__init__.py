@@ -3,6 +3,7 @@
 The commander gives each squad a subset of landmarks (grounded as vectors from the squad's centroid
 to those landmarks); a squad gives each unit one landmark (grounded as the vector from the unit to
 it); units move and are rewarded for closing in on their landmark on top of the env's reward.
+With attend=true a unit observes only its goal's landmark (Layer.attend; off by default).
 """
 from __future__ import annotations
 
