@@ -113,3 +113,30 @@ def test_an_attend_that_cannot_work_is_refused_when_the_team_is_built(where, fie
         scenario = with_low(scenario, **fields)
     with pytest.raises(ScenarioError, match=says):
         HierarchyEnv(scenario, cfg)
+
+
+def test_an_upper_layer_attends_in_its_own_part_and_still_sees_its_children_whole() -> None:
+    scenario, cfg = make_scenario(max_steps=8, mid_interval=2, high_interval=2)
+
+    def layers(cfg):
+        high, mid, low = scenario.layers(cfg)
+        return [high, dataclasses.replace(mid, attend=lambda g, ctx: np.arange(7) % 2 == g[..., None]), low]
+    hier = HierarchyEnv(dataclasses.replace(scenario, layers=layers), cfg, n_envs=2, seed=0)
+    pols = [uniform_policy(inf, 3 + inf.index) for inf in hier.info]
+    seen = 0
+
+    def act(d):
+        nonlocal seen
+        if d.layer == 1:
+            E, N, C = hier.idx[1].shape
+            obs = d.obs.reshape(E, N, C, -1)
+            keep = np.arange(7) % 2 == hier.goals[1][..., None]                   # [E, N, 7]
+            own = np.where(keep, hier.features(1), 0)
+            np.testing.assert_array_equal(obs[..., :7], np.broadcast_to(own[:, :, None], (E, N, C, 7)))
+            children = hier.env.obs[np.arange(E)[:, None, None], hier.idx[1]]     # [E, N, C, 3]
+            np.testing.assert_array_equal(obs[..., 9:12], children)
+            seen += 1
+        return pols[d.layer](d)
+    for _ in range(8):
+        hier.step(act)
+    assert seen == 4
