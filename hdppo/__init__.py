@@ -2,7 +2,7 @@
 
 The public API, for scenario authors and for running training from Python:
 
-- write a scenario: `Scenario`, `Layer`, `LayerContext`, `ScenarioConfig`, `Opponents`,
+- write a scenario: `Scenario`, `Layer`, `LayerContext`, `ScenarioConfig`, `Opponents`, `Entities`,
   `AgentGraph`, and for native simulators `BatchedEnv`, `EnvStep`, `NumpyBatch` (the rest of what a
   simulator needs is in `hdppo.sims`);
 - step a team by hand: `HierarchyEnv`, `load_scenario`;
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 _WHERE = {
     "Scenario": "hdppo.team.scenario", "Layer": "hdppo.team.scenario",
     "LayerContext": "hdppo.team.scenario", "ScenarioConfig": "hdppo.team.scenario",
-    "Opponents": "hdppo.team.scenario", "load_scenario": "hdppo.team.scenario",
+    "Opponents": "hdppo.team.scenario", "load_scenario": "hdppo.team.scenario", "Entities": "hdppo.team.scenario",
     "AgentGraph": "hdppo.team.graph",
     "BatchedEnv": "hdppo.sims.base", "EnvStep": "hdppo.sims.base", "NumpyBatch": "hdppo.sims.base",
     "HierarchyEnv": "hdppo.team.hierarchy",
@@ -31,9 +31,9 @@ _WHERE = {
     "Callback": "hdppo.engine.callbacks", "Event": "hdppo.engine.callbacks",
     "Team": "hdppo.runtime", "load": "hdppo.runtime",
 }
-__all__ = ["AgentGraph", "BatchedEnv", "Callback", "EnvStep", "Event", "HierarchyEnv", "Layer", "LayerContext",
-           "NumpyBatch", "Opponents",
-           "RunSpec", "Scenario", "ScenarioConfig", "Team", "load", "load_scenario", "train"]
+__all__ = ["AgentGraph", "BatchedEnv", "Callback", "Entities", "EnvStep", "Event", "HierarchyEnv", "Layer",
+           "LayerContext", "NumpyBatch", "Opponents", "RunSpec", "Scenario", "ScenarioConfig", "Team", "load",
+           "load_scenario", "train"]
 assert sorted(__all__) == sorted(_WHERE)
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from hdppo.sims.base import BatchedEnv, EnvStep, NumpyBatch
     from hdppo.team.graph import AgentGraph
     from hdppo.team.hierarchy import HierarchyEnv
-    from hdppo.team.scenario import Layer, LayerContext, Opponents, Scenario, ScenarioConfig, load_scenario
+    from hdppo.team.scenario import Entities, Layer, LayerContext, Opponents, Scenario, ScenarioConfig, load_scenario
 
 
 def __getattr__(name: str) -> Any:

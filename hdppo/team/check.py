@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from hdppo.errors import HdppoError
+from hdppo.team.attention import keep_mask
 from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import Decision, HierarchyEnv, StepResult
 from hdppo.team.scenario import load_scenario
@@ -143,7 +144,9 @@ class _Recorder:
         self.hier = hier
         self.policies = [uniform_policy(inf, seed + 101 * inf.index) for inf in hier.info]
         self.problems: dict[str, list[str]] = {k: [] for k in
-                                               ("spaces", "intervals", "dead", "rewards", "transitions", "discounts")}
+                                               ("spaces", "intervals", "dead", "rewards", "transitions", "discounts",
+                                                "attention")}
+        self.kept = {i: [0, 0] for i, spec in enumerate(hier.specs) if spec.attend is not None}
         self.open = [np.zeros((hier.n_envs, inf.n_slots), dtype=bool) for inf in hier.info]
         self.decisions = [0] * len(hier.info)
         self.deaths = 0
@@ -177,7 +180,28 @@ class _Recorder:
             e, s = np.argwhere(dead)[0]
             self.note("dead", f"layer {info.name!r} slot {info.slot_names[s]!r} decided while dead (copy {e})")
         self.open[d.layer] |= d.mask
+        if d.layer in self.kept:
+            self.attention(d)
         return self.policies[d.layer](d)
+
+    def attention(self, d: Decision) -> None:
+        """An attending layer's deciding nodes observe their features where attend keeps them, else 0."""
+        hier, i = self.hier, d.layer
+        spec, info = hier.specs[i], hier.info[i]
+        width = int(info.feature_space.shape[0])
+        keep = keep_mask(spec, hier.context(i), width, hier.scenario.name)              # [E, N, D]
+        E, N = keep.shape[:2]
+        own = d.obs.reshape(E, N, -1, d.obs.shape[2])[:, :, 0, :width]         # per_child: the parent's part
+        deciding = np.asarray(d.mask.reshape(E, N, -1).any(axis=2))
+        wrong = deciding[..., None] & np.where(keep, own != hier.features(i), own != 0)
+        if wrong.any():
+            e, n, f = np.argwhere(wrong)[0]
+            self.note("attention", f"layer {info.name!r} node {info.nodes[n]!r} observes feature {f} = "
+                                   f"{own[e, n, f]}, attend {'keeps' if keep[e, n, f] else 'drops'} it")
+        kept, ent = keep[deciding], spec.entities
+        flags = kept if ent is None else kept[:, ent.offset:ent.end:ent.size]        # one flag per entity
+        self.kept[i][0] += int(flags.sum())
+        self.kept[i][1] += len(kept)
 
     def after(self, result: StepResult, prev_alive: np.ndarray) -> None:
         hier = self.hier
@@ -233,8 +257,21 @@ def _conformance(report: CheckReport, hier: HierarchyEnv, episodes: int, seed: i
     report.add("dead units never act", not p["dead"], "; ".join(p["dead"]) or f"{rec.deaths} deaths seen")
     report.add("semi-MDP transitions open and close once", not p["transitions"] and not p["discounts"],
                "; ".join(p["transitions"] + p["discounts"]) or "discounts are gamma^k, 0 when terminal")
+    if rec.kept:
+        report.add("observations keep what attend keeps", not p["attention"],
+                   "; ".join(p["attention"]) or _kept_summary(hier, rec.kept))
     report.add("rewards conserved (intrinsic off)", not p["rewards"] and finished > 0,
                "; ".join(p["rewards"]) or "each node's episode reward = sum of its units' env rewards")
+
+
+def _kept_summary(hier: HierarchyEnv, kept: dict[int, list[int]]) -> str:
+    """Per attending layer, how many entities (or features) a deciding node kept on average."""
+    parts = []
+    for i, (n_kept, n) in kept.items():
+        spec, width = hier.specs[i], int(hier.info[i].feature_space.shape[0])
+        of = f"{spec.entities.count} entities" if spec.entities is not None else f"{width} features"
+        parts.append(f"{spec.name} keeps {n_kept / max(n, 1):.2f} of {of}, dropped ones read 0")
+    return "; ".join(parts)
 
 
 def print_report(report: CheckReport, console: Any = None) -> None:

@@ -23,6 +23,7 @@ from hdppo.errors import ScenarioError
 from hdppo.sims.base import BatchedEnv, EnvStep
 from hdppo.team import aggregate as agg
 from hdppo.team.assembly import build_graph, make_env_and_graph
+from hdppo.team.attention import attended
 from hdppo.team.episodes import episode_stats
 from hdppo.team.final_view import FinalView
 from hdppo.team.goals import GoalBook, ground_goals
@@ -188,9 +189,12 @@ class HierarchyEnv:
                             lambda: self.goal_features(i), self.t, self.env, **children)
 
     def node_obs(self, i: int) -> np.ndarray:
-        """Layer i's node observations [E, N, D]: own features plus grounded goal."""
+        """Layer i's node observations [E, N, D]: own features (filtered by the layer's attend) plus
+        grounded goal."""
         g = self.goal_features(i)
         f = self.features(i)
+        if self.specs[i].attend is not None:
+            f = attended(self.specs[i], f, self.context(i), self.scenario.name)
         return f if g is None else np.concatenate([f, g], axis=2)
 
     def decision_obs(self, i: int) -> np.ndarray:

@@ -12,6 +12,7 @@ import numpy as np
 
 from hdppo.errors import ScenarioError
 from hdppo.sims.base import BatchedEnv
+from hdppo.team.attention import check_layout
 from hdppo.team.interfaces import LayerInfo
 from hdppo.team.scenario import Layer
 from hdppo.team.topology import LayerTopology
@@ -73,7 +74,11 @@ def build_infos(specs: list[Layer], nodes: list[list], env: BatchedEnv, topology
     last = len(specs) - 1
     for i, spec in enumerate(specs):
         gspace = goal_feature_space(specs, i)
-        own = concat_boxes(fspaces[i], gspace) if gspace is not None else fspaces[i]
+        fspace = fspaces[i]
+        if spec.attend is not None:          # dropped features read 0
+            check_layout(spec, int(fspace.shape[0]), scenario)
+            fspace = _with_zero(fspace)
+        own = concat_boxes(fspace, gspace) if gspace is not None else fspace
         idx = topology[i].idx
         c = 0 if idx is None else idx.shape[2]
         roles = np.arange(len(nodes[i]))

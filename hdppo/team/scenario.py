@@ -91,6 +91,19 @@ class LayerContext:
         raise AttributeError(f"LayerContext has no field {name!r}")
 
 
+@dataclass(frozen=True)
+class Entities:
+    """Where a layer's own features list entities: `count` blocks of `size` features from `offset`."""
+
+    offset: int
+    size: int
+    count: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size * self.count
+
+
 @dataclass
 class Layer:
     """One layer of the team. Upper layers declare their children's goal space and how they choose.
@@ -101,7 +114,10 @@ class Layer:
     w_int; observe(ctx) -> [E, N, D] replaces the default masked mean/max/fraction-alive features;
     scripted(decision) -> actions drives the layer when it is not trained. With shared_reward every
     node of the layer receives the team's total env reward (the sum over all units of its copy)
-    instead of the sum over its own units.
+    instead of the sum over its own units. attend(goals, ctx) -> bool keep-mask, on a layer that
+    receives goals, filters the nodes' own features in their observation: [E, N, entities.count] per
+    entity of the declared `entities` block (features outside it are always kept), else [E, N, D];
+    dropped features read 0 (hooks and parents still see them all).
     """
 
     name: str
@@ -119,6 +135,8 @@ class Layer:
     use_state: bool = False
     scripted: Callable[[Any], np.ndarray] | None = None
     shared_reward: bool = False
+    attend: Callable[[np.ndarray, LayerContext], np.ndarray] | None = None
+    entities: Entities | None = None
 
 
 @dataclass
@@ -216,6 +234,7 @@ class Scenario:
                 w_int=float(cfg.w_int.get(layer.name, layer.w_int)),
                 shared_reward=bool((getattr(cfg, "shared_reward", None) or {}).get(layer.name, layer.shared_reward)))
             _check_layer(layer, bottom=(i == len(layers) - 1), where=where)
+            _check_attend(layer, top=(i == 0), where=where)
             out.append(layer)
         for upper, lower in itertools.pairwise(out):
             if upper.interval % lower.interval != 0:
@@ -257,6 +276,20 @@ def _check_layer(layer: Layer, *, bottom: bool, where: str) -> None:
     if layer.observe is not None and layer.observe_space is None:
         raise ScenarioError(f"layer {layer.name!r} gives observe but no observe_space",
                             "set observe_space=Box(low, high, (D,))", where=where)
+
+
+def _check_attend(layer: Layer, *, top: bool, where: str) -> None:
+    if layer.attend is not None and top:
+        raise ScenarioError(f"layer {layer.name!r} sets attend, but as the top layer it receives no goals",
+                            "set attend on a layer below the top (the children whose observations it filters)",
+                            where=where)
+    ent = layer.entities
+    if ent is not None and layer.attend is None:
+        raise ScenarioError(f"layer {layer.name!r} declares entities but no attend",
+                            "set attend=(goals, ctx) -> bool [E, N, entities.count], or drop entities", where=where)
+    if ent is not None and not (ent.offset >= 0 and ent.size >= 1 and ent.count >= 1):
+        raise ScenarioError(f"layer {layer.name!r} declares {ent}", "use offset >= 0, size >= 1 and count >= 1",
+                            where=where)
 
 
 # ---- loading -------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 The commander gives each squad a subset of landmarks (grounded as vectors from the squad's centroid
 to those landmarks); a squad gives each unit one landmark (grounded as the vector from the unit to
 it); units move and are rewarded for closing in on their landmark on top of the env's reward.
+With attend=true a unit observes only its goal's landmark (Layer.attend; off by default).
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import numpy as np
 from gymnasium import spaces
 
 from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
+from hdppo.errors import ScenarioError
 from hdppo.sims import PettingZooBatch
+from hdppo.team.scenario import Entities
 
 from .sim import SpreadBatch
 
@@ -35,6 +38,7 @@ class SpreadConfig(ScenarioConfig):
     max_cycles: int = 50
     local_ratio: float = 0.5
     native: bool = True          # numpy-batched port of simple_spread (same numbers); false: copies of mpe2
+    attend: bool = False         # units observe only their goal's landmark (the other landmarks read 0)
 
 
 def make_env(cfg: SpreadConfig, render_mode: str | None = None) -> Any:
@@ -71,11 +75,19 @@ def make_layers(cfg: SpreadConfig) -> list[Layer]:
         g = ctx.goal_features
         return -np.hypot(g[..., 0], g[..., 1])
 
+    def goal_landmark(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+        return np.arange(n) == goals[..., None]                           # [E, U, n]
+
     if cfg.layers == 1:        # flat: no goals, so no goal-reaching reward
+        if cfg.attend:
+            raise ScenarioError("attend=true needs goals, but layers=1 is a flat team without them",
+                                "use layers=2 or layers=3 with attend=true", where="scenario 'spread'")
         return [Layer("low", interval=1)]
     # the goal term leads: with w_int 0.1 / w_ext 1 the shared team reward drowned it and the units
     # did not learn in 150k steps (team return -514 -> -545); with 1.0 / 0.1 it went -514 -> -430
-    low = Layer("low", interval=1, intrinsic=unit_intrinsic, w_int=1.0, w_ext=0.1)
+    low = Layer("low", interval=1, intrinsic=unit_intrinsic, w_int=1.0, w_ext=0.1,
+                attend=goal_landmark if cfg.attend else None,
+                entities=Entities(LANDMARK_OFFSET, 2, n) if cfg.attend else None)
 
     def over_units(name: str) -> Layer:
         """The layer above the units: a landmark per unit."""
