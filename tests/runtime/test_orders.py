@@ -98,3 +98,26 @@ def test_a_scripted_layer_replaces_the_run_s_policy(run):
     assert calls == [0]                               # the commander decides every 8 steps
     with pytest.raises(ConfigError, match="scripted= names layer 'boss'"):
         hdppo.load(run, scripted={"boss": commander})
+
+
+def test_an_ordered_unit_attends_to_the_ordered_landmark():
+    """spread attend=true: a unit observes only its goal's landmark, so an order decides what it sees."""
+    from hdppo.runtime.team import Team
+    from hdppo.scenarios.spread import LANDMARK_OFFSET
+    from hdppo.team.scenario import load_scenario
+    sc = load_scenario("spread")
+    cfg = sc.make_config({"attend": "true"})
+    team = Team(sc, cfg, {})
+    seen: list = []
+    low = team._actors[-1]
+    team._actors[-1] = lambda d: (seen.append(d.obs[0].copy()), low(d))[1]
+    env = sc.batched_env(cfg, 1, 3)
+    env.reset(seed=3)
+    unit = team.units[0]
+    for t in range(6):
+        acts = team.act({u: env.obs[0, i] for i, u in enumerate(env.units)}, goals={unit: t % 6})
+        landmarks = seen[-1][0, LANDMARK_OFFSET:LANDMARK_OFFSET + 12].reshape(6, 2)
+        kept = env.obs[0, 0, LANDMARK_OFFSET:LANDMARK_OFFSET + 12].reshape(6, 2)
+        np.testing.assert_array_equal(landmarks[t % 6], kept[t % 6])
+        assert not np.delete(landmarks, t % 6, axis=0).any()
+        env.step(np.array([[acts[u] for u in env.units]]))
