@@ -26,7 +26,8 @@ NOT_COMPARED = ("out", "no_progress", "seeds")               # may differ when t
 # what a run's flags are reset to when one seed is continued with `--resume GROUP/seed_N`
 RESUME_RESET: dict[str, Any] = {"scenario": None, "overrides": [], "seed": None, "workers": None, "backend": None,
                                 "schedule": None, "address": None, "config": None, "out": None, "load": None,
-                                "layer": "all", "seeds": None, "track": None}   # a resume keeps its tracking run
+                                "layer": "all", "skills": False, "seeds": None,
+                                "track": None}   # a resume keeps its tracking run
 
 
 def seed_list(text: str) -> list[int]:

@@ -21,6 +21,9 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
     p.add_argument("overrides", nargs="*", help="key=value: training keys (steps, envs_per_worker, ...), layer keys "
                    "for all layers (lr, rollout, mode, sync, ...) or LAYER.key, or scenario config keys")
     p.add_argument("--layer", default="all", help="layers to train: all, or names like low or mid,high")
+    p.add_argument("--skills", action="store_true",
+                   help="train a skill library: only the units, on their goal reward (w_ext 0, w_int 1 unless "
+                        "given), under upper layers that sample goals (docs/skills.md)")
     p.add_argument("--schedule", choices=["concurrent", "bottom-up"],
                    help="how --layer all trains (default concurrent)")
     p.add_argument("--load", action="append", metavar="LAYER=PATH",
@@ -88,8 +91,12 @@ def train_spec(args: argparse.Namespace) -> RunSpec:
                                   f"pass only one of {flag.split()[0]} and {spelling}=")
     overrides.update(given)
     overrides.update(flags)
-    return RunSpec.from_overrides(args.scenario, overrides, layers=args.layer, frozen=parse_loads(args.load),
-                                  out=args.out)
+    spec = RunSpec.from_overrides(args.scenario, overrides, layers="all" if args.skills else args.layer,
+                                  frozen=parse_loads(args.load), out=args.out)
+    if args.skills:
+        from hdppo.engine.skills import skill_spec
+        return skill_spec(spec, args.layer)
+    return spec
 
 
 def resume_spec(args: argparse.Namespace) -> RunSpec:
@@ -102,6 +109,8 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
                                        "load") if getattr(args, flag)]
     if args.layer != "all":
         given.append("--layer")
+    if args.skills:
+        given.append("--skills")
     if given:
         raise ConfigError(f"--resume continues {args.resume} exactly as its config.json says, so {', '.join(given)} "
                           "would be ignored", "drop them (only --steps, --reinit, --trust-run and --scenario go "

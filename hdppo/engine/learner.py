@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from hdppo.engine.config import LayerConfig
+from hdppo.engine.interface import obs_parts
 from hdppo.engine.messages import LayerInfo
 from hdppo.engine.ppo import PPOLossTerms, ppo_loss
 from hdppo.policies.factory import PolicySpec, make_policy
@@ -44,6 +45,7 @@ def policy_meta(info: LayerInfo, lc: LayerConfig) -> dict:
     """What a checkpoint records to rebuild a layer's policy and to refuse a mismatching one."""
     spec = policy_spec(info, lc)
     return {"layer": info.name, "obs_dim": info.obs_dim, "action_space": repr(info.action_space),
+            "obs_parts": obs_parts(info),
             "policy": {"kind": spec.kind, "hidden": list(spec.hidden), "activation": spec.activation,
                        "n_roles": spec.n_roles, "centralized": spec.centralized,
                        "critic_obs_dim": spec.critic_obs_dim, "value_norm": spec.value_norm}}

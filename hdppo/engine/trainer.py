@@ -23,6 +23,7 @@ from hdppo.engine.checkpoint import CheckpointError, check_compatible, inspect_c
 from hdppo.engine.commit import Commit, point_checkpoints, recover, write_commit
 from hdppo.engine.config import TrainConfig, check_train_config, train_config_to_dict
 from hdppo.engine.evaluation import TrainingEval, metric_of
+from hdppo.engine.interface import check_interface
 from hdppo.engine.loop import StageLoop
 from hdppo.engine.messages import WorkerSpec
 from hdppo.engine.metrics import MetricsSink
@@ -130,11 +131,11 @@ class Trainer:
 
     def _check_frozen(self) -> None:
         for layer, path in self.spec.frozen.items():
-            info = self.infos[self.names.index(layer)]
+            i = self.names.index(layer)
             inspect_checkpoint(path)              # its policy entry rebuilds it in the workers: checked first
             _, meta = load_checkpoint(path)       # refuses a corrupt checkpoint here, before any work
-            check_compatible(meta, {"obs_dim": info.obs_dim, "action_space": repr(info.action_space)},
-                             f"--load {layer}={path}")
+            check_interface(meta, self.infos[i], self.infos[i - 1].action_space if i else None,
+                            f"--load {layer}={path}")
 
     def _init_run_dir(self) -> None:
         if self.out.exists() and not self.out.is_dir():

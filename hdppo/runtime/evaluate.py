@@ -11,7 +11,8 @@ import numpy as np
 
 from hdppo.errors import ConfigError
 from hdppo.runfolder import check_team, load_run_config, resolve_scenario, team_checkpoints, untrained_layers
-from hdppo.stats import mean_ci, outcome_ci
+from hdppo.runtime.goal_books import tally_books
+from hdppo.stats import mean_ci, outcome_ci, rate_ci
 
 STANDARD_KEYS = ("team_return", "length", "env")   # with return/LAYER: what every episode record has
 EVAL_FILE = "eval.json"
@@ -29,8 +30,11 @@ def check_playable(run: str | Path, config: dict[str, Any], allow_untrained: boo
 
 def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
          envs: int = 8, overrides: Mapping[str, str] | None = None, *, trust_run: bool | None = None,
-         scenario: str | None = None, checkpoint: str = "latest") -> list[dict[str, Any]]:
-    """The per-episode records (returns per layer, length, scenario outcomes) of `episodes` played episodes."""
+         scenario: str | None = None, checkpoint: str = "latest",
+         goal_counts: dict[str, dict[str, list[int]]] | None = None) -> list[dict[str, Any]]:
+    """The per-episode records (returns per layer, length, scenario outcomes) of `episodes` played
+    episodes. A `goal_counts` dict is filled with the goals finished while they played, per layer
+    whose goals have a success test: {layer: {"all" or goal value: [finished, achieved]}}."""
     from hdppo.engine.messages import WorkerSpec
     from hdppo.engine.params import MemoryParams
     from hdppo.engine.worker import Worker
@@ -44,6 +48,7 @@ def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: 
                       train, worker_id=0, trained=[],
                       frozen=frozen, deterministic=deterministic)
     worker = Worker(spec, MemoryParams())
+    books = tally_books(worker.hier) if goal_counts is not None else {}
     done: list[dict] = []
     try:
         limit = 100_000
@@ -53,6 +58,10 @@ def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: 
             limit -= 1
     finally:
         worker.close()
+    for layer, book in books.items():
+        assert goal_counts is not None
+        goal_counts[layer] = {"all": [book.finished_count, book.achieved_count],
+                              **{str(g): count for g, count in sorted(book.by_goal.items())}}
     return done[:episodes]
 
 
@@ -72,7 +81,9 @@ def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, determinist
              envs: int = 8, overrides: Mapping[str, str] | None = None, allow_untrained: bool = True, *,
              trust_run: bool | None = None, scenario: str | None = None, checkpoint: str = "latest") -> dict[str, Any]:
     """Per-layer returns, episode length and outcomes over `episodes`, each (mean, low, high) at 95%:
-    exact binomial intervals for 0/1 outcomes (win, success), bootstrap intervals for the rest.
+    exact binomial intervals for 0/1 outcomes (win, success), bootstrap intervals for the rest;
+    the outcomes `goal_success/LAYER` (and, for Discrete goals, `goal_success/LAYER/GOAL`) are the
+    share of the goals LAYER's nodes received that they reached, with exact intervals over goals.
     `trust_run` lets the run's own scenario copy run; `scenario` loads that name or file instead of
     the recorded one (hdppo.runfolder.resolve_scenario); `checkpoint` is latest (the newest commit)
     or best (the best evaluation during training, RUN/best)."""
@@ -81,8 +92,9 @@ def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, determinist
     config = load_run_config(run)
     check_playable(run, config, allow_untrained, checkpoint)
     how = acting(run, config, overrides, trust_run=trust_run, scenario_path=scenario, checkpoint=checkpoint)
+    goals: dict[str, dict[str, list[int]]] = {}
     done = play(run, episodes, seed, deterministic, envs, overrides, trust_run=trust_run, scenario=scenario,
-                checkpoint=checkpoint)
+                checkpoint=checkpoint, goal_counts=goals)
     out: dict[str, Any] = {"run": str(run), "checkpoint": checkpoint, "episodes": len(done), "seed": seed,
                            "deterministic": deterministic, "overrides": dict(overrides or {}), "layers": {},
                            "acting": how}
@@ -93,6 +105,12 @@ def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, determinist
     out["outcomes"] = {}
     for key in outcome_keys(done):      # the scenario's own episode metrics (win, delivery_rate, ...)
         out[key] = out["outcomes"][key] = outcome_ci([e[key] for e in done if key in e])
+    out["goals"] = goals                # the goals finished and achieved, per receiving layer and goal value
+    for layer, counts in goals.items():
+        for goal, (n, ok) in counts.items():
+            if n:
+                key = f"goal_success/{layer}" + ("" if goal == "all" else f"/{goal}")
+                out[key] = out["outcomes"][key] = rate_ci(ok, n)
     return out
 
 

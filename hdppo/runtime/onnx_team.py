@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ class OnnxTeam(Team):
     """A Team whose checkpointed layers act through their exported ONNX actors."""
 
     def __init__(self, export_dir: str | Path, deterministic: bool = True, seed: int = 0,
-                 overrides: dict[str, Any] | None = None) -> None:
+                 overrides: dict[str, Any] | None = None, scripted: Mapping[str, LayerPolicy] | None = None) -> None:
         from hdppo.team.scenario import load_scenario
         self.export_dir = Path(export_dir)
         path = self.export_dir / "manifest.json"
@@ -63,7 +64,7 @@ class OnnxTeam(Team):
         self._by_name = {layer["name"]: layer for layer in self.manifest["layers"]}
         models = {n: str(self.export_dir / layer["model"]["file"]) for n, layer in self._by_name.items()
                   if layer.get("model")}
-        super().__init__(scenario, scenario.make_config(values), models, deterministic, seed)
+        super().__init__(scenario, scenario.make_config(values), models, deterministic, seed, scripted)
 
     def _load_policy(self, info: LayerInfo, path: str) -> OnnxPolicy:
         import onnxruntime as ort

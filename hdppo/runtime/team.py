@@ -19,7 +19,9 @@ import gymnasium as gym
 import numpy as np
 
 from hdppo.errors import ConfigError, ScenarioError
+from hdppo.runtime.goal_books import OrderedBook, replace_book
 from hdppo.runtime.host_env import HostEnv, probe_spaces
+from hdppo.runtime.orders import group_orders
 from hdppo.team.controllers import scripted_policy, uniform_policy
 from hdppo.team.episodes import members
 from hdppo.team.hierarchy import HierarchyEnv
@@ -59,11 +61,12 @@ class Team:
 
     Per episode: `reset(seed)`, then `actions = act(observations)` once per env step, where
     `observations` maps each living unit to its observation as the scenario's PettingZoo env gives
-    it (opponents' entries are ignored); `actions` maps each living unit to its action.
+    it (opponents' entries are ignored); `actions` maps each living unit to its action. Orders:
+    `act(observations, goals={node: goal})`; `scripted={layer: fn}` replaces a layer's policy.
     """
 
     def __init__(self, scenario: Scenario, cfg: Any, checkpoints: Mapping[str, str], deterministic: bool = False,
-                 seed: int = 0) -> None:
+                 seed: int = 0, scripted: Mapping[str, LayerPolicy] | None = None) -> None:
         self.scenario, self.cfg = scenario, cfg
         self.deterministic = deterministic
         specs = scenario.build_layers(cfg)
@@ -76,6 +79,16 @@ class Team:
         self.env._positions = self.env._state = None
         self.units = list(self.env.units)
         self._trim = self._action_trims()
+        names = [info.name for info in self.hier.info]
+        self._scripted = dict(scripted or {})
+        for layer in self._scripted:
+            if layer not in names:
+                raise ConfigError(f"scripted= names layer {layer!r}, which the team does not have",
+                                  f"script one of the layers {names}")
+        # who receives goals (every node below the top), and books that keep the caller's orders
+        self._receivers = {str(n): (i, k) for i in range(1, self.hier.n_layers)
+                           for k, n in enumerate(self.hier.info[i].nodes)}
+        self._books = {i: replace_book(self.hier, i, OrderedBook) for i in range(1, self.hier.n_layers)}
         self._seed = int(seed)
         self._loaded: dict[str, Any] = {info.name: self._load_policy(info, checkpoints[info.name])
                                         for info in self.hier.info if info.name in checkpoints}
@@ -106,7 +119,10 @@ class Team:
         self._actors: list[LayerPolicy] = []
         self._acting: list[str] = []
         for info, spec in zip(self.hier.info, self.hier.specs):
-            if info.name in self._loaded:
+            if info.name in self._scripted:     # the caller's script replaces whatever the run left
+                self._actors.append(scripted_policy(info, self._scripted[info.name]))
+                self._acting.append("scripted")
+            elif info.name in self._loaded:
                 self._actors.append(self._policy_actor(info, self._loaded[info.name]))
                 self._acting.append("checkpoint")
             elif spec.scripted is not None:     # as a training worker: scripted, else uniform
@@ -134,7 +150,7 @@ class Team:
 
     def act(self, observations: Mapping[str, Any], infos: Mapping[str, Any] | None = None, *,
             agents: Iterable[str] | None = None, state: Any = None, positions: Any = None,
-            sim: Any = None) -> dict[str, Any]:
+            sim: Any = None, goals: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The actions of the living units for this env step.
 
         observations: unit -> observation (a Box array, or {"observation", "action_mask"}); units
@@ -143,10 +159,14 @@ class Team:
         state: the env's global state, for layers with use_state. positions: unit -> (x, y) at the
         episode's first step, for teams grouped by position. sim: an object whose attributes the
         scenario's hooks read (e.g. the warehouse's simulator), see hdppo.runtime.host_env.
+        goals: node -> goal, orders that replace what those nodes' parents give them: each named
+        node holds its goal from this step, also where its parent decides now; without an order
+        it keeps its goal until its parent next decides (pass the order every step to hold it).
         """
         if self._done:
             raise ConfigError("this episode is over (no unit of the team is alive)",
                               "call team.reset() before acting in a new episode")
+        orders = group_orders(goals, self._receivers, [s.goal_space for s in self.hier.specs]) if goals else None
         self.env.write(observations, infos, agents, state, positions, sim)
         try:
             if self._fresh:
@@ -158,7 +178,10 @@ class Team:
                 self._done = True
                 return {}
             with self._rng():
-                actions = self.hier.decide(self._decide)
+                if orders:
+                    actions = self._decide_ordered(orders)
+                else:
+                    actions = self.hier.decide(self._decide)
         except AttributeError as exc:
             raise ScenarioError(f"a hook of scenario {self.scenario.name!r} read something the caller did not "
                                 f"give ({exc})", "pass sim=<the simulator the hooks read> to team.act") from exc
@@ -192,6 +215,16 @@ class Team:
     def _decide(self, d: Decision) -> np.ndarray:
         return self._actors[d.layer](d)
 
+    def _decide_ordered(self, orders: dict[int, dict[int, np.ndarray]]) -> np.ndarray:
+        """This step's decisions with the ordered nodes holding their goals."""
+        try:
+            for i, layer_orders in orders.items():
+                self._books[i].hold(layer_orders)
+            return self.hier.decide(self._decide)
+        finally:
+            for i in orders:
+                self._books[i].release()
+
     def _unit_actions(self, acts: np.ndarray) -> dict[str, Any]:
         """The living units' actions from the units' action array [U, ...]."""
         alive = self.env.alive[0].tolist()
@@ -222,7 +255,8 @@ def _plain(a: np.ndarray) -> Any:
 
 def load(run: str | Path, *, deterministic: bool = False, seed: int | None = None,
          overrides: Mapping[str, Any] | None = None, allow_untrained: bool = False, trust_run: bool | None = None,
-         scenario: str | None = None, checkpoint: str = "latest") -> Team:
+         scenario: str | None = None, checkpoint: str = "latest",
+         scripted: Mapping[str, LayerPolicy] | None = None) -> Team:
     """The team of a `hdppo train` run folder, ready for `reset()` / `act(observations)`.
 
     Layers act as the run left them: from the run's checkpoints (or the checkpoints it loaded
@@ -235,6 +269,8 @@ def load(run: str | Path, *, deterministic: bool = False, seed: int | None = Non
     it is unchanged; `scenario` (a name or a path) loads another; the run folder's own copy of the
     scenario file (RUN/scenario.py) runs only with `trust_run=True` (docs/deploy.md). `checkpoint`:
     "latest" (the newest commit) or "best" (RUN/best, the best evaluation during training).
+    `scripted` {layer: fn} drives those layers by the caller's fn(decision) -> actions, as a Layer's
+    `scripted` hook would (e.g. your own commander over trained units).
     """
     from hdppo.runfolder import check_team, load_run_config, resolve_scenario, untrained_layers
     from hdppo.team.scenario import load_scenario
@@ -251,4 +287,5 @@ def load(run: str | Path, *, deterministic: bool = False, seed: int | None = Non
     if seed is None:
         from hdppo.engine.worker import worker_seed
         seed = worker_seed(int(config.get("train", {}).get("seed", 0)), 0)
-    return Team(loaded, cfg, check_team(run, config, checkpoint), deterministic=deterministic, seed=seed)
+    return Team(loaded, cfg, check_team(run, config, checkpoint), deterministic=deterministic, seed=seed,
+                scripted=scripted)

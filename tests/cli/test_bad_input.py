@@ -190,12 +190,14 @@ def test_load_of_a_checkpoint_with_another_obs_dim_is_refused(tmp_path, capsys, 
     for layer in ("mid", "low"):
         rc, _, err = cli(capsys, "train", "grid", "--layer", layer, "--load", f"low={ckpt}", "--steps", "32",
                          *FAST, "--out", out)
-        assert_refused(rc, err, str(ckpt), "incompatible", "obs_dim", "15", "18")
+        assert_refused(rc, err, str(ckpt), "incompatible", "observation width (own features) 12 in the checkpoint, "
+                       "15 here")
         assert not out.exists()
     # a checkpoint of another layer: the low checkpoint given as mid
     rc, _, err = cli(capsys, "train", "grid", "--layer", "low", "--load",
                      f"mid={untouched / 'checkpoints' / 'low'}", "--steps", "32", *FAST, "--out", out)
-    assert_refused(rc, err, "incompatible", "obs_dim", "action_space")
+    assert_refused(rc, err, "incompatible", "observation width", "action space Discrete(5) in the checkpoint, "
+                   "Discrete(4) here", "child feature width 0 in the checkpoint, 15 here")
     assert not out.exists()
     assert snapshot(other) == before
 
