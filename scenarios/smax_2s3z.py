@@ -1,12 +1,7 @@
 """smax_2s3z: SMAX map 2s3z, 2 stalkers and 3 zealots against the same, versus JaxMARL's heuristic enemy.
 
-Stalkers: 160 hp, 13 damage, range 6, slow to reload; zealots:
-150 hp, 8 damage, melee (range 2). The zealots screen the stalkers.
-
-JaxMARL's SMAX (StarCraft micro in JAX; `pip install 'hdppo[smax]'`) with the parameters of its
-published baselines: 100 steps, enemy actions visible, walls kill, the enemy attacks the closest
-unit. 5 units, flat by default; `layers=3` gives a commander over squads with learned goals.
-See docs/scenarios/smax.md.
+Stalkers: 160 hp, 13 damage, range 6, slow to reload; zealots: 150 hp, 8 damage, melee (range 2).
+5 units, a flat team (`layers=3`: commander / squads / units); see docs/scenarios/smax.md.
 """
 from hdppo.sims.smax import smax_scenario
 

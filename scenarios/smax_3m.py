@@ -1,12 +1,7 @@
 """smax_3m: SMAX map 3m, 3 marines against 3 marines, versus JaxMARL's heuristic enemy.
 
-Marines: 45 hp, 9 damage, range 5. Equal sides: the heuristic
-enemy is beaten by focusing fire on one target at a time.
-
-JaxMARL's SMAX (StarCraft micro in JAX; `pip install 'hdppo[smax]'`) with the parameters of its
-published baselines: 100 steps, enemy actions visible, walls kill, the enemy attacks the closest
-unit. 3 units, flat by default; `layers=3` gives a commander over squads with learned goals.
-See docs/scenarios/smax.md.
+Marines: 45 hp, 9 damage, range 5. Equal sides. 3 units, a flat team (`layers=3`: commander /
+squads / units); see docs/scenarios/smax.md.
 """
 from hdppo.sims.smax import smax_scenario
 
