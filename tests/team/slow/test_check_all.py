@@ -8,8 +8,10 @@ from hdppo.team.scenario import scenario_names
 from tests.helpers import ROOT
 
 EXAMPLES = sorted(str(p) for p in (ROOT / "examples" / "scenarios").glob("*.py"))
-# example files whose env is an optional extra (the test extra installs them all): skipped without it
-NEEDS = {"foraging.py": ("lbforaging", "gymnasium-ma")}
+# scenarios and example files whose env is an optional extra: skipped without it (the test extra
+# installs all but smax, whose JAX install is ~580 MB)
+NEEDS = {"foraging.py": ("lbforaging", "gymnasium-ma"),
+         **{f"smax_{m}": ("jaxmarl", "smax") for m in ("3m", "2s3z", "5m_vs_6m", "3s5z")}}
 
 
 @pytest.mark.parametrize("target", [n for n, _ in scenario_names()] + EXAMPLES)

@@ -1,0 +1,39 @@
+"""JaxMARL adapter, the parts that compile nothing: its config refuses clashing or odd keys, and
+unknown maps and env names fail with the known ones listed, and without JaxMARL a scenario says
+which extra to install (the stepping tests are in slow/)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from hdppo.errors import ConfigError, ScenarioError
+from hdppo.sims.jaxmarl import jaxmarl_config, make_env
+from hdppo.sims.smax import smax_env
+
+needs_jaxmarl = pytest.mark.skipif(importlib.util.find_spec("jaxmarl") is None,
+                                   reason="JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")
+
+
+def test_without_jaxmarl_a_scenario_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jaxmarl", None)      # import jaxmarl raises ImportError
+    with pytest.raises(ScenarioError, match=r"hdppo\[smax\]"):
+        smax_env("3m")
+
+
+def test_config_refuses_clashes_and_odd_types():
+    with pytest.raises(ConfigError, match="clashes"):
+        jaxmarl_config("C", layers=1, gamma=0.9, use_state=True, w_int=1.0)
+    with pytest.raises(ConfigError, match="bool, int, float or str"):
+        jaxmarl_config("C", unit_type_health=[45.0])
+    cfg = jaxmarl_config("C", max_steps=50, map_name="3m")()
+    assert cfg.max_steps == 50 and cfg.layers == 1
+
+
+@needs_jaxmarl
+def test_unknown_map_and_env_name_list_the_known_ones():
+    with pytest.raises(ScenarioError, match="3s5z"):
+        smax_env("4m")
+    with pytest.raises(ScenarioError, match="MPE_simple_spread_v3"):
+        make_env("no_such_env")
