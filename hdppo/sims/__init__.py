@@ -6,6 +6,8 @@
 - `hdppo.sims.gymnasium`: `GymnasiumMultiAgent`, a gymnasium multi-agent env (tuple spaces, one
   done: lbforaging, rware, ma-gym) as a PettingZoo ParallelEnv for a scenario's `env(cfg)`;
 - `hdppo.sims.vmas`: `VmasBatch` and `vmas_scenario` (the `vmas` extra);
+- `hdppo.sims.jaxmarl`: `JaxmarlBatch` and `jaxmarl_scenario`, any JaxMARL env jitted and vmapped;
+  `hdppo.sims.smax`: `SmaxBatch` and `smax_scenario`, SMAX's StarCraft micro (the `smax` extra);
 - `hdppo.sims.parallel_view`: `BatchParallelEnv`, one copy of a batch behind PettingZoo's API;
 - `hdppo.sims.scene`: `Scene` (what a frame shows), `Overlay`, `render_frame`.
 
@@ -24,17 +26,22 @@ _WHERE = {
     "BatchParallelEnv": "hdppo.sims.parallel_view",
     "Scene": "hdppo.sims.scene", "Overlay": "hdppo.sims.scene", "render_frame": "hdppo.sims.scene",
     "VmasBatch": "hdppo.sims.vmas", "vmas_scenario": "hdppo.sims.vmas",
+    "JaxmarlBatch": "hdppo.sims.jaxmarl", "jaxmarl_scenario": "hdppo.sims.jaxmarl",
+    "SmaxBatch": "hdppo.sims.smax", "smax_scenario": "hdppo.sims.smax",
 }
 __all__ = ["BatchedEnv", "EnvStep", "NumpyBatch", "copy_rngs", "flat_space", "PettingZooBatch", "GymnasiumMultiAgent",
-           "BatchParallelEnv", "Scene", "Overlay", "render_frame", "VmasBatch", "vmas_scenario"]
+           "BatchParallelEnv", "Scene", "Overlay", "render_frame", "VmasBatch", "vmas_scenario", "JaxmarlBatch",
+           "jaxmarl_scenario", "SmaxBatch", "smax_scenario"]
 assert sorted(__all__) == sorted(_WHERE)
 
 if TYPE_CHECKING:
     from hdppo.sims.base import BatchedEnv, EnvStep, NumpyBatch, copy_rngs, flat_space
     from hdppo.sims.gymnasium import GymnasiumMultiAgent
+    from hdppo.sims.jaxmarl import JaxmarlBatch, jaxmarl_scenario
     from hdppo.sims.parallel_view import BatchParallelEnv
     from hdppo.sims.pettingzoo import PettingZooBatch
     from hdppo.sims.scene import Overlay, Scene, render_frame
+    from hdppo.sims.smax import SmaxBatch, smax_scenario
     from hdppo.sims.vmas import VmasBatch, vmas_scenario
 
 
