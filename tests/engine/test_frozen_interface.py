@@ -84,3 +84,18 @@ def test_trainer_loads_matching_skills_frozen_and_refuses_others_before_any_fold
     with pytest.raises(CheckpointError, match="observation width"):
         Trainer(bad)
     assert not (tmp_path / "bad").exists()
+
+
+def test_train_from_python_loads_a_layer_frozen(tmp_path, tiny):
+    """`hdppo.train(..., load={"low": RUN})` is `--load low=RUN`: the units act from that run's
+    checkpoint, unchanged, while the layers above train."""
+    import hdppo
+    from hdppo.runfolder import team_checkpoints
+    units = hdppo.train("grid", tiny | {"steps": 320}, layers="low", out=tmp_path / "units")
+    run = hdppo.train("grid", tiny | {"steps": 640}, layers=["high", "mid"], out=tmp_path / "top",
+                      load={"low": units})
+    config = json.loads((run / "config.json").read_text())
+    assert config["frozen"] == {"low": str(units / "checkpoints" / "low")}
+    assert (run / "checkpoints" / "high" / "meta.json").is_file()
+    assert not (run / "checkpoints" / "low" / "meta.json").is_file()       # frozen: not trained, not saved
+    assert team_checkpoints(run, config)["low"] == str(units / "checkpoints" / "low")   # what eval and load play
