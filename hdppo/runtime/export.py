@@ -96,6 +96,9 @@ def observation_layout(team: Team, i: int) -> list[dict[str, Any]]:
                "default: mean over living children of their own features, max over the same, fraction of "
                "children alive (zeros when none live)")
         parts = [{"part": "features", "size": feat - state, "how": how}]
+    if spec.attend is not None:
+        parts[0]["how"] += (f"; filtered by attend ({_hook(spec.attend)}): features of entities its goal does not keep "
+                            f"are 0" + (f", entities {spec.entities}" if spec.entities is not None else ""))
     if state:
         parts.append({"part": "state", "size": state, "how": "the env's global state(), flattened"})
     if i > 0:

@@ -121,3 +121,17 @@ def test_an_ordered_unit_attends_to_the_ordered_landmark():
         np.testing.assert_array_equal(landmarks[t % 6], kept[t % 6])
         assert not np.delete(landmarks, t % 6, axis=0).any()
         env.step(np.array([[acts[u] for u in env.units]]))
+
+
+def test_an_exports_layout_says_attend_filters_the_units_observation(tmp_path):
+    """A host that rebuilds observations from the manifest must know that attend zeroes the
+    entities a unit's goal does not keep; without attend the layout says nothing of it."""
+    from hdppo.runtime.export import observation_layout
+    for attend in ("true", "false"):
+        run = make_run(tmp_path / attend, "spread", {"attend": attend})
+        team = hdppo.load(run)
+        env_part = observation_layout(team, team.hier.n_layers - 1)[0]
+        assert env_part["part"] == "env_observation"
+        assert ("filtered by attend" in env_part["how"]) == (attend == "true"), env_part
+        if attend == "true":
+            assert "Entities(offset=" in env_part["how"]
