@@ -167,7 +167,8 @@ def layers(cfg: Any) -> list:
     if not getattr(cfg, "hier", False):
         return team_layers(cfg)
     sz = Sizes(cfg)
-    enemy, box, success = gym.spaces.Discrete(sz.K), goal_space(sz), goal_success(sz)
+    enemy: gym.spaces.Discrete = gym.spaces.Discrete(sz.K)
+    box, success = goal_space(sz), goal_success(sz)
     return [Layer("high", interval=8, goal_space=enemy, use_state=True, goal_features=goal_features(sz, squad_origin),
                   goal_features_space=box, goal_success=success),
             Layer("mid", interval=4, goal_space=enemy, goal_features=goal_features(sz, unit_origin),
