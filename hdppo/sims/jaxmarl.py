@@ -332,30 +332,38 @@ class JaxmarlParallelEnv(BatchParallelEnv):
 FIELD_TYPES: dict[type, Any] = {bool: bool, int: int, float: float, str: str}
 
 
+def _field_of(key: str, value: Any, what: str) -> tuple[str, Any, Any]:
+    if type(value) not in FIELD_TYPES:
+        raise ConfigError(f"JaxMARL {what} {key}={value!r} is a {type(value).__name__}",
+                          "give them as bool, int, float or str defaults (build others in your env fn)")
+    return key, FIELD_TYPES[type(value)], value
+
+
 def jaxmarl_config(cls_name: str, *, layers: int = 1, squad_size: int = 2, goals: int = 4, use_state: bool = False,
-                   gamma: float = 0.99, **params: Any) -> type:
+                   gamma: float = 0.99, team_keys: dict[str, Any] | None = None, **params: Any) -> type:
     """A config dataclass: the team's keys (layers 1 or 3, squad_size, goals, use_state: the units
-    see `state()` too) and one field per JaxMARL env parameter with its default."""
+    see `state()` too, and a family's own `team_keys`, never passed to the env) and one field per
+    JaxMARL env parameter with its default."""
     from hdppo.sims.vmas import _hdppo_keys
     from hdppo.team.scenario import ScenarioConfig
     fields = [("layers", int, layers), ("squad_size", int, squad_size), ("goals", int, goals),
               ("use_state", bool, use_state), ("gamma", float, gamma)]
+    own = [_field_of(k, v, "team key") for k, v in (team_keys or {}).items()]
     for key, value in params.items():
-        if key in TEAM_KEYS or key in _hdppo_keys():
+        if key in TEAM_KEYS or key in _hdppo_keys() or key in (team_keys or {}):
             raise ConfigError(f"env parameter {key!r} clashes with an hdppo config key", "rename or drop it")
-        if type(value) not in FIELD_TYPES:
-            raise ConfigError(f"JaxMARL env parameter {key}={value!r} is a {type(value).__name__}",
-                              "give env parameters as bool, int, float or str defaults (build others in your env fn)")
-        fields.append((key, FIELD_TYPES[type(value)], value))
-    return dataclasses.make_dataclass(cls_name, [(k, t, dataclasses.field(default=v)) for k, t, v in fields],
-                                      bases=(ScenarioConfig,))
+        fields.append(_field_of(key, value, "env parameter"))
+    return dataclasses.make_dataclass(
+        cls_name, [(k, t, dataclasses.field(default=v)) for k, t, v in fields]
+        + [(k, t, dataclasses.field(default=v, metadata={"team": True})) for k, t, v in own], bases=(ScenarioConfig,))
 
 
 def env_params(cfg: Any) -> dict[str, Any]:
     """The JaxMARL env parameters of a jaxmarl_scenario config (every field hdppo does not own)."""
     from hdppo.sims.vmas import _hdppo_keys
     own = set(TEAM_KEYS) | _hdppo_keys()
-    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in own}
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+            if f.name not in own and not f.metadata.get("team")}
 
 
 _ENVS: dict[tuple, Any] = {}
@@ -371,13 +379,15 @@ def cached_env(env: str | Callable[..., Any], params: dict[str, Any]) -> Any:
 
 def jaxmarl_scenario(env: str | Callable[..., Any], *, name: str | None = None, description: str = "",
                      batch: type[JaxmarlBatch] = JaxmarlBatch, make_layers: Callable[[Any], list] | None = None,
-                     make_graph: Callable[[Any, Sequence[str]], Any] | None = None, **defaults: Any) -> Any:
+                     make_graph: Callable[[Any, Sequence[str]], Any] | None = None,
+                     goal_xy: Callable[..., Any] | None = None, **defaults: Any) -> Any:
     """An hdppo Scenario over a JaxMARL env: a name registered with `jaxmarl.make`, or a function
     of keyword parameters that builds a JaxMARL env.
 
     `defaults` set the config: `layers` (1 flat, 3 commander -> squads -> units), `squad_size`,
     `goals`, `use_state` (append the env's world state to the units' features), `gamma`; any other
-    key is an env parameter (`max_steps=50`), overridable with key=value like every scenario key.
+    key is an env parameter (`max_steps=50`), overridable with key=value like every scenario key;
+    `team_keys={"hier": False}` adds config keys of the family's own team that the env never sees.
     `batch` is the JaxmarlBatch subclass for the env's family (SMAX: SmaxBatch); `make_layers(cfg)` /
     `make_graph(cfg, agents)` replace the generic team. A batch class with `positions()` feeds spatial
     grouping, one with `scene(e)` draws `hdppo render`'s frames.
@@ -399,4 +409,4 @@ def jaxmarl_scenario(env: str | Callable[..., Any], *, name: str | None = None, 
                     env=lambda cfg: JaxmarlParallelEnv(batched(cfg, 1, None)), graph=make_graph or team_graph,
                     layers=layers, config=config, batched_env=batched,
                     positions=(lambda e: e.positions()) if hasattr(batch, "positions") else None,
-                    scene=(lambda e: e.batch.scene(0)) if hasattr(batch, "scene") else None)
+                    scene=(lambda e: e.batch.scene(0)) if hasattr(batch, "scene") else None, goal_xy=goal_xy)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from hdppo.errors import ScenarioError
+from hdppo.sims.base import EnvStep
 from hdppo.sims.jaxmarl import JaxmarlBatch, import_jaxmarl, jaxmarl_scenario
 from hdppo.sims.scene import Scene
 
@@ -39,8 +40,31 @@ def smax_env(map_name: str = "3m", **params: Any) -> Any:
     return HeuristicEnemySMAX(scenario=map_name_to_scenario(map_name), **params)
 
 
+def world_units(world: np.ndarray, n_units: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every unit's (x, y) in map units [E, K, 2] and health fraction [E, K] (0: dead), allies
+    first, read from SMAX world states [E, S] (`state()`; both are 0 for a dead unit)."""
+    E, S = world.shape
+    per = world[:, :S - 2 * n_units].reshape(E, n_units, -1)
+    return per[..., 1:3], per[..., 0]
+
+
 class SmaxBatch(JaxmarlBatch):
-    """E copies of one HeuristicEnemySMAX map (see the module docstring)."""
+    """E copies of one HeuristicEnemySMAX map (see the module docstring). `state_before_step()` is
+    the world state before the last step (the hierarchy's per-step goal hooks compare the two)."""
+
+    _before: np.ndarray | None = None
+
+    def reset(self, seed: int | None = None) -> None:
+        self._before = None
+        super().reset(seed)
+
+    def step(self, actions: np.ndarray) -> EnvStep:
+        self._before = self.state()
+        return super().step(actions)
+
+    def state_before_step(self) -> np.ndarray:
+        """The world state [E, S] before the last step (the current one before any step)."""
+        return self.state() if self._before is None else self._before
 
     def _sides(self, state: Any) -> tuple[Any, Any]:
         alive = state.state.unit_alive
@@ -76,11 +100,15 @@ class SmaxBatch(JaxmarlBatch):
                      alive[e, U:].copy())
 
 
-def smax_scenario(map_name: str, *, name: str | None = None, description: str = "", **defaults: Any) -> Any:
+def smax_scenario(map_name: str, *, name: str | None = None, description: str = "", hier: bool = False,
+                  **defaults: Any) -> Any:
     """The hdppo scenario of a SMAX map against the heuristic enemy: a flat team by default
-    (`layers=3`: commander -> squads of `squad_size` -> units with learned goals). `defaults` are
-    config defaults, SMAX parameters (`max_steps`, `attack_mode`, ...) included."""
+    (`layers=3`: commander -> squads of `squad_size` -> units with learned goals; `hier=true`: the
+    commander assigns each squad an enemy, squads each unit, see `hdppo.sims.smax_hier`). `defaults`
+    are config defaults, SMAX parameters (`max_steps`, `attack_mode`, ...) included."""
+    from hdppo.sims import smax_hier
     params = {**SMAX_DEFAULTS, **defaults}
     return jaxmarl_scenario(smax_env, name=name or f"smax_{map_name}", batch=SmaxBatch,
                             description=description or f"SMAX {map_name} vs JaxMARL's heuristic enemy",
-                            map_name=map_name, **params)
+                            make_layers=smax_hier.layers, make_graph=smax_hier.graph, goal_xy=smax_hier.goal_xy,
+                            team_keys={"hier": hier}, map_name=map_name, **params)

@@ -1,0 +1,114 @@
+"""SMAX's target hierarchy (`hier=true`): the units' grounded goal is their enemy's vector and health
+in SMAX's own state, goal success fires when that enemy dies, scripted squads pass their target on,
+`hdppo check` passes on every map, and a short 3-layer training on 3m evaluates."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jaxmarl", reason="JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")
+
+from hdppo.scenarios.smax_3m import SCENARIO
+from hdppo.sims.smax_hier import Sizes, scripted_low, scripted_mid
+from hdppo.team.check import run_check
+from hdppo.team.hierarchy import HierarchyEnv
+from tests.helpers import TINY_CLI
+from tests.helpers.cli import cli
+
+RUN = [a if a != "envs_per_worker=2" else "envs_per_worker=8" for a in TINY_CLI]
+CFG = SCENARIO.make_config({"hier": "true"})
+SZ = Sizes(CFG)
+
+
+def smax_truth(batch) -> tuple[np.ndarray, np.ndarray]:
+    """Positions [E, K, 2] and health fractions [E, K] from SMAX's own jitted state."""
+    inner, env = batch._state.state, batch.env
+    hp = np.asarray(inner.unit_health) / np.asarray(env.unit_type_health)[np.asarray(inner.unit_types)]
+    return np.asarray(inner.unit_positions), np.where(np.asarray(inner.unit_alive), hp, 0.0)
+
+
+def driver(rng: np.random.Generator):
+    """Random commander, scripted squads (pass-through) and units (attack the goal enemy)."""
+    mid, low = scripted_mid(SZ), scripted_low(SZ)
+
+    def act(d):
+        if d.layer == 0:
+            return rng.integers(0, SZ.K, d.mask.shape)
+        return (mid if d.layer == 1 else low)(d)
+    return act
+
+
+def test_units_goal_is_their_enemys_vector_and_health_in_smax_state() -> None:
+    hier = HierarchyEnv(SCENARIO, CFG, n_envs=3, seed=0)
+    hier.reset(0)
+    act, checked = driver(np.random.default_rng(0)), 0
+    for _ in range(40):
+        hier.step(act)
+        pos, hp = smax_truth(hier.env)
+        goals = hier.goals[2]
+        g = hier.goal_features(2)
+        enemy = np.take_along_axis(pos[:, SZ.A:], goals[..., None], 1)
+        enemy_hp = np.take_along_axis(hp[:, SZ.A:], goals, 1)
+        live = (hp[:, :SZ.A] > 0) & (enemy_hp > 0)
+        want = (enemy - pos[:, :SZ.A]) / 32.0
+        np.testing.assert_allclose(g[..., :2][live], want[live], atol=1e-5)
+        np.testing.assert_allclose(g[..., 3], enemy_hp, atol=1e-5)
+        np.testing.assert_array_equal(g[..., 4], enemy_hp > 0)
+        np.testing.assert_array_equal(g[..., 5:].argmax(-1), goals)
+        checked += int(live.sum())
+    assert checked > 100
+
+
+def test_scripted_squads_pass_their_target_to_every_unit() -> None:
+    hier = HierarchyEnv(SCENARIO, CFG, n_envs=3, seed=1)
+    hier.reset(1)
+    act = driver(np.random.default_rng(1))
+    squad_of = np.arange(SZ.A) // SZ.Q
+    for _ in range(12):
+        hier.step(act)
+        if hier.t.max() % 4 == 1:                    # just after the squads decided
+            live = hier.alive[2]
+            np.testing.assert_array_equal(hier.goals[2][live], hier.goals[1][:, squad_of][live])
+
+
+def test_goal_success_fires_when_the_assigned_enemy_dies() -> None:
+    hier = HierarchyEnv(SCENARIO, CFG, n_envs=4, seed=2)
+    hier.reset(2)
+    act = driver(np.random.default_rng(2))
+    success = hier.specs[1].goal_success
+    fired = quiet = 0
+    for _ in range(60):
+        before = smax_truth(hier.env)[1][:, SZ.A:] > 0
+        hier.step(act)                   # hooks ran on the terminal state; autoreset may follow
+        after = smax_truth(hier.env)[1][:, SZ.A:] > 0
+        goals = hier.goals[2]
+        ctx = hier.context(2)
+        got = success(ctx)
+        died = np.take_along_axis(before & ~after, goals, 1)
+        same = hier.t > 0                            # copies that did not reset at this step
+        np.testing.assert_array_equal(got[same], died[same])
+        fired += int(got[same].sum())
+        quiet += int((~got[same]).sum())
+    assert fired > 0 and quiet > 0
+    counts = hier.pop_goal_counts()
+    assert counts["low"][1] > 0 and counts["mid"][1] > 0
+
+
+@pytest.mark.parametrize("target", ["smax_3m", "smax_2s3z", "smax_5m_vs_6m", "smax_3s5z"])
+def test_the_target_hierarchy_passes_check(target) -> None:
+    report = run_check(target, {"hier": "true"}, episodes=1, n_envs=2, seed=0, api_cycles=20)
+    assert report.ok, [f"{line.name}: {line.detail}" for line in report.lines if not line.ok]
+
+
+def test_short_hierarchical_training_on_3m_then_eval_reports_wins_and_goal_success(tmp_path, capsys) -> None:
+    run = tmp_path / "run"
+    rc, _, err = cli(capsys, "train", "smax_3m", "hier=true", "--steps", "3000", *RUN, "--out", run)
+    assert rc == 0, err
+    rc, out, err = cli(capsys, "eval", run, "--episodes", "8", "--json")
+    assert rc == 0, err
+    outcomes = json.loads((run / "eval.json").read_text())["outcomes"]
+    assert 0.0 <= outcomes["win"][0] <= 1.0
+    for layer in ("mid", "low"):
+        assert 0.0 <= outcomes[f"goal_success/{layer}"][0] <= 1.0

@@ -1,0 +1,47 @@
+"""SMAX's target hierarchy without JAX: grounding an enemy goal from a made-up world state."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from hdppo.sims.smax import world_units
+from hdppo.sims.smax_hier import ground, squad_origin
+
+
+def world(units: list[tuple[float, float, float]]) -> np.ndarray:
+    """A 1-copy SMAX world state from (health fraction, x, y) per unit: 10 features each, then team and type."""
+    per = np.zeros((len(units), 10), np.float32)
+    per[:, :3] = units
+    return np.concatenate([per.ravel(), np.zeros(2 * len(units), np.float32)])[None]
+
+
+SZ = SimpleNamespace(A=2, K=2, F=7, scale=32.0, members=np.array([[True, True]]))
+# ally 0 at (8, 16), ally 1 dead; enemy 0 at (24, 8) with half health, enemy 1 dead
+W = world([(1.0, 8, 16), (0.0, 0, 0), (0.5, 24, 8), (0.0, 0, 0)])
+
+
+def test_world_units_reads_positions_and_health() -> None:
+    pos, hp = world_units(W, 4)
+    np.testing.assert_array_equal(pos[0], [[8, 16], [0, 0], [24, 8], [0, 0]])
+    np.testing.assert_array_equal(hp[0], [1.0, 0.0, 0.5, 0.0])
+
+
+def test_a_living_enemy_grounds_as_its_vector_health_and_index() -> None:
+    got = ground(W, np.array([[[8.0, 16.0]]]), np.array([[True]]), np.array([[0]]), SZ)[0, 0]
+    np.testing.assert_allclose(got, [0.5, -0.25, np.hypot(0.5, 0.25), 0.5, 1.0, 1.0, 0.0], rtol=1e-6)
+
+
+def test_a_dead_enemy_or_a_dead_child_grounds_without_a_vector() -> None:
+    dead_enemy = ground(W, np.array([[[8.0, 16.0]]]), np.array([[True]]), np.array([[1]]), SZ)[0, 0]
+    np.testing.assert_array_equal(dead_enemy, [0, 0, 0, 0, 0, 0, 1])
+    dead_child = ground(W, np.zeros((1, 1, 2)), np.array([[False]]), np.array([[0]]), SZ)[0, 0]
+    np.testing.assert_array_equal(dead_child, [0, 0, 0, 0.5, 1, 1, 0])
+
+
+def test_a_squad_is_placed_at_its_living_units_centroid() -> None:
+    centre, live = squad_origin(W, SZ)
+    np.testing.assert_array_equal(centre[0], [[8, 16]])                     # the dead ally does not count
+    assert live.tolist() == [[True]]
+    gone, live = squad_origin(world([(0, 0, 0), (0, 0, 0), (0.5, 24, 8), (0, 0, 0)]), SZ)
+    assert live.tolist() == [[False]] and not gone.any()
