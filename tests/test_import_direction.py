@@ -56,8 +56,9 @@ def test_the_environment_side_never_imports_the_engine_or_the_commands() -> None
 
 def test_simulator_adapters_import_only_the_simulator_side() -> None:
     """A batch adapter (base, pettingzoo, gymnasium, parallel_view, scene) needs nothing of the
-    hierarchy; only an adapter that makes whole scenarios (vmas_scenario, jaxmarl_scenario) builds on hdppo.team."""
-    makes_scenarios = {"hdppo.sims.vmas", "hdppo.sims.jaxmarl"}
+    hierarchy; only an adapter that makes whole scenarios (vmas_scenario, jaxmarl_scenario, SMAX's hierarchy) builds on
+    hdppo.team."""
+    makes_scenarios = {"hdppo.sims.vmas", "hdppo.sims.jaxmarl", "hdppo.sims.smax_hier"}
     bad = [f"{module_name(p)} imports {m}" for p in files("sims") if module_name(p) not in makes_scenarios
            for m, _ in imports(p) if not (m.startswith("hdppo.sims") or m == "hdppo.errors")]
     assert not bad, "\n".join(bad)

@@ -14,38 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from hdppo.errors import ScenarioError
 from hdppo.sims.base import EnvStep
-from hdppo.sims.jaxmarl import JaxmarlBatch, import_jaxmarl, jaxmarl_scenario
+from hdppo.sims.jaxmarl import JaxmarlBatch, jaxmarl_scenario
 from hdppo.sims.scene import Scene
+from hdppo.sims.smax_world import smax_env, smax_maps, world_units
+
+__all__ = ["SMAX_DEFAULTS", "SmaxBatch", "smax_env", "smax_maps", "smax_scenario", "world_units"]
 
 # SMAX's defaults as JaxMARL's published SMAX baselines set them (baselines/*/config/*smax*.yaml)
 SMAX_DEFAULTS: dict[str, Any] = dict(max_steps=100, see_enemy_actions=True, walls_cause_death=True,
                                      attack_mode="closest", enemy_shoots=True, won_battle_bonus=1.0)
-
-
-def smax_maps() -> list[str]:
-    """The SMAX maps JaxMARL ships."""
-    import_jaxmarl()
-    from jaxmarl.environments.smax import smax_env
-    return sorted(smax_env.MAP_NAME_TO_SCENARIO)
-
-
-def smax_env(map_name: str = "3m", **params: Any) -> Any:
-    """JaxMARL's HeuristicEnemySMAX on a named map; `params` go to it (and SMAX) as they are."""
-    import_jaxmarl()
-    from jaxmarl.environments.smax import HeuristicEnemySMAX, map_name_to_scenario
-    if map_name not in smax_maps():
-        raise ScenarioError(f"SMAX has no map {map_name!r}", f"use map_name= one of: {', '.join(smax_maps())}")
-    return HeuristicEnemySMAX(scenario=map_name_to_scenario(map_name), **params)
-
-
-def world_units(world: np.ndarray, n_units: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every unit's (x, y) in map units [E, K, 2] and health fraction [E, K] (0: dead), allies
-    first, read from SMAX world states [E, S] (`state()`; both are 0 for a dead unit)."""
-    E, S = world.shape
-    per = world[:, :S - 2 * n_units].reshape(E, n_units, -1)
-    return per[..., 1:3], per[..., 0]
 
 
 class SmaxBatch(JaxmarlBatch):

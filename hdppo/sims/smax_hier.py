@@ -27,7 +27,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from hdppo.sims.smax import world_units
+from hdppo.sims.smax_world import smax_env, world_units
 
 LOW_W_INT = 0.1
 N_MOVES = 5                                   # SMAX: 0 north, 1 east, 2 south, 3 west, 4 stop, 5 + k attack k
@@ -39,7 +39,6 @@ class Sizes:
 
     def __init__(self, cfg: Any) -> None:
         from hdppo.sims.jaxmarl import cached_env, env_params
-        from hdppo.sims.smax import smax_env
         env = cached_env(smax_env, env_params(cfg))
         self.A, self.K = int(env.num_allies), int(env.num_enemies)
         self.Q = max(1, min(int(cfg.squad_size), self.A))
