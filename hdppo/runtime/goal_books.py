@@ -14,7 +14,7 @@ class RuntimeBook(GoalBook):
     """A GoalBook with state of its own beyond the replaced book's (made by `init_extra`)."""
 
     def init_extra(self) -> None:
-        raise NotImplementedError
+        """Set up the subclass's own state after the replaced book's arrays are copied in (none here)."""
 
 
 Book = TypeVar("Book", bound=RuntimeBook)

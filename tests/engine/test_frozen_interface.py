@@ -38,7 +38,8 @@ def test_checkpoints_record_the_width_of_each_part_of_the_observation(skills):
 
 def test_units_of_another_map_size_and_team_size_match(skills):
     low = infos(size=9, n_units=6, squad_size=3)[-1]
-    check_interface(meta_of(skills), low, None, "--load low=x")          # no error
+    assert check_interface(meta_of(skills), low, None, "--load low=x") is None     # accepted: no CheckpointError
+    assert meta_of(skills)["obs_parts"] == obs_parts(low)                          # because every part matches
 
 
 @pytest.mark.parametrize(("change", "words"), [

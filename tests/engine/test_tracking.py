@@ -12,7 +12,7 @@ import pytest
 
 from hdppo.engine import tracking
 from hdppo.engine.config import resolve_overrides
-from hdppo.engine.metrics import MetricsSink
+from hdppo.engine.metrics import MetricsSink, read_csv
 from hdppo.engine.tracking import Tracker, check_track, flatten
 from hdppo.errors import ConfigError
 from tests.helpers.cli import cli
@@ -158,6 +158,7 @@ def test_a_tracker_that_cannot_start_is_one_warning(tmp_path, monkeypatch) -> No
         sink = MetricsSink(a_run_folder(tmp_path / "run"), tensorboard=False, track="mlflow")
     sink.log("low", 1, {"return": 1.0})
     sink.close()
+    assert [r["return"] for r in read_csv(tmp_path / "run", "low")] == [1.0]       # the metrics go on without it
 
 
 def test_the_config_is_tensorboard_hparams_with_the_summary_as_metrics(tmp_path) -> None:
