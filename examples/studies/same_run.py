@@ -49,7 +49,12 @@ def changed_settings(run: str | Path, argv: list[str]) -> list[str]:
     """'KEY: X in the run, Y now' for each setting where RUN/config.json differs from `hdppo train ARGV`
     resolved by this code; empty when ARGV would make the same run."""
     from hdppo.runfolder import load_run_config
-    recorded = load_run_config(run)
+    return changed_from(load_run_config(run), argv)
+
+
+def changed_from(recorded: dict[str, Any], argv: list[str]) -> list[str]:
+    """changed_settings for a run's recorded config (config.json's train, scenario_config and layers),
+    e.g. one kept in a report's data file after the run folder is gone."""
     now = {k: v for k, v in flatten(resolved_config(argv)).items() if compared(k)}
     then = {k: v for k, v in flatten({k: recorded.get(k) for k in ("train", "scenario_config", "layers")}).items()
             if compared(k)}

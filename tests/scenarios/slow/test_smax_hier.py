@@ -96,7 +96,8 @@ def test_goal_success_fires_when_the_assigned_enemy_dies() -> None:
     assert counts["low"][1] > 0 and counts["mid"][1] > 0
 
 
-@pytest.mark.parametrize("target", ["smax_3m", "smax_2s3z", "smax_5m_vs_6m", "smax_3s5z"])
+@pytest.mark.parametrize("target", ["smax_3m", "smax_2s3z", "smax_5m_vs_6m", "smax_3s5z",
+                                    "smax_smacv2_10_units"])
 def test_the_target_hierarchy_passes_check(target) -> None:
     report = run_check(target, {"hier": "true"}, episodes=1, n_envs=2, seed=0, api_cycles=20)
     assert report.ok, [f"{line.name}: {line.detail}" for line in report.lines if not line.ok]

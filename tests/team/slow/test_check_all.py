@@ -11,7 +11,7 @@ EXAMPLES = sorted(str(p) for p in (ROOT / "examples" / "scenarios").glob("*.py")
 # scenarios and example files whose env is an optional extra: skipped without it (the test extra
 # installs all but smax, whose JAX install is ~580 MB)
 NEEDS = {"foraging.py": ("lbforaging", "gymnasium-ma"), "rware": ("rware", "rware"),
-         **{f"smax_{m}": ("jaxmarl", "smax") for m in ("3m", "2s3z", "5m_vs_6m", "3s5z")}}
+         **{f"smax_{m}": ("jaxmarl", "smax") for m in ("3m", "2s3z", "5m_vs_6m", "3s5z", "smacv2_10_units")}}
 
 
 @pytest.mark.parametrize("target", [n for n, _ in scenario_names()] + EXAMPLES)
