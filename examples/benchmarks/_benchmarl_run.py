@@ -15,9 +15,6 @@ import json
 import time
 from pathlib import Path
 
-TASKS = {"balance": "BALANCE", "navigation": "NAVIGATION", "transport": "TRANSPORT",
-         "simple_spread": "SIMPLE_SPREAD"}
-
 
 def read_scalar(folder: Path, name: str) -> list[tuple[int, float]]:
     """(step, value) rows of one csv scalar BenchMARL logged (step = iteration)."""
@@ -30,7 +27,7 @@ def read_scalar(folder: Path, name: str) -> list[tuple[int, float]]:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--task", required=True, choices=sorted(TASKS))
+    p.add_argument("--task", required=True, help="a VMAS task of BenchMARL's VmasTask, e.g. balance")
     p.add_argument("--algo", required=True, choices=["mappo", "ippo"])
     p.add_argument("--frames", type=int, required=True)
     p.add_argument("--eval-interval", type=int, required=True)
@@ -54,7 +51,7 @@ def main() -> None:
     cfg.max_n_frames = a.frames
     cfg.evaluation_interval = a.eval_interval
     cfg.loggers, cfg.render, cfg.checkpoint_at_end, cfg.save_folder = ["csv"], False, False, str(out)
-    task = getattr(VmasTask, TASKS[a.task]).get_from_yaml()
+    task = getattr(VmasTask, a.task.upper()).get_from_yaml()
     for kv in a.task_param:
         key, value = kv.split("=", 1)
         task.config[key] = int(value)

@@ -65,11 +65,45 @@ TASKS = {
     "transport": ("vmas_transport", 4, {}),
     "simple_spread": ("vmas_simple_spread", 3, {"max_steps": 25}),
 }
+OTHER_TASKS: dict[str, tuple[str, int, dict]] = {}    # other VMAS tasks, filled by task_spec
 ARMS = ["benchmarl_mappo", "benchmarl_ippo", "hdppo_flat", "hdppo_flat_decentralized", "hdppo_flat_epochs4",
         "hdppo_squads"]
 HDPPO_ARGS = {"hdppo_flat": [], "hdppo_flat_decentralized": ["centralized=false"],
               "hdppo_flat_epochs4": ["epochs=4", *OLD_SCHEDULES],
               "hdppo_squads": ["--layer", "all", "layers=3", "squad_size=2"]}
+
+
+def benchmarl_task_yaml(task: str) -> Path:
+    """BenchMARL's task parameters for a VMAS task, as its package ships them (conf/task/vmas/TASK.yaml)."""
+    found = sorted(BENCHMARL_VENV.glob(f"lib/python*/site-packages/benchmarl/conf/task/vmas/{task}.yaml"))
+    if not found:
+        known = sorted(p.stem for p in BENCHMARL_VENV.glob("lib/python*/site-packages/benchmarl/conf/task/vmas/*.yaml"))
+        sys.exit(f"unknown task {task!r}: neither {', '.join(TASKS)} nor a VMAS task of BenchMARL's "
+                 f"({', '.join(known) or 'make its venv first: run any BenchMARL arm once'})")
+    return found[0]
+
+
+def task_spec(task: str, runs: Path) -> tuple[str, int, dict]:
+    """(hdppo scenario, agents, parameters fixed on both sides) of a task. The four built-in tasks have
+    scenarios of their own; any other VMAS task runs at BenchMARL's task parameters on both sides, hdppo's
+    through a scenario file written to RUNS/TASK/vmas_TASK.py from the same YAML."""
+    if task in TASKS:
+        return TASKS[task]
+    if task not in OTHER_TASKS:
+        import yaml
+        params = {k: v for k, v in yaml.safe_load(benchmarl_task_yaml(task).read_text()).items() if k != "defaults"}
+        path = runs / task / f"vmas_{task}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = (f'"""vmas_{task}: VMAS {task} at BenchMARL\'s task parameters (benchmarl/conf/task/vmas/{task}.yaml),\n'
+                f'written by examples/benchmarks/vs_benchmarl.py."""\nfrom hdppo.sims import vmas_scenario\n\n'
+                f'SCENARIO = vmas_scenario({task!r}, name="vmas_{task}", squad_size=2, **{params!r})\n')
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+        from hdppo.team.scenario import load_scenario
+        scenario = load_scenario(str(path))
+        n_agents = len(scenario.env(scenario.config()).possible_agents)
+        OTHER_TASKS[task] = (str(path), n_agents, {})
+    return OTHER_TASKS[task]
 
 
 def sh(cmd: list[str], log: Path | None = None, env: dict | None = None) -> float:
@@ -119,7 +153,7 @@ def commit() -> str:
 # ---- one run ---------------------------------------------------------------------------------------
 def run_benchmarl(python: Path, task: str, arm: str, seed: int, frames: int, interval: int, folder: Path,
                   threads: int) -> None:
-    params = [f"--task-param={k}={v}" for k, v in TASKS[task][2].items()]
+    params = [f"--task-param={k}={v}" for k, v in task_spec(task, folder.parents[2])[2].items()]
     cmd = [str(python), str(Path(__file__).with_name("_benchmarl_run.py")), "--task", task,
            "--algo", arm.split("_")[1], "--frames", str(frames), "--eval-interval", str(interval),
            "--seed", str(seed), "--out", str(folder), "--threads", str(threads), *params]
@@ -137,7 +171,7 @@ def as_module(cmd: list[str]) -> list[str]:
 
 def hdppo_command(task: str, arm: str, seed: int, frames: int, folder: Path, extra: list[str]) -> list[str]:
     """The `hdppo train` command of one hdppo run (its run folder is FOLDER/run)."""
-    scenario, _, fixed = TASKS[task]
+    scenario, _, fixed = task_spec(task, folder.parents[2])
     return ["hdppo", "train", scenario, "--steps", str(frames), "--seed", str(seed), "--no-progress",
             "--out", str(folder / "run"), *HDPPO_ARGS[arm], *[f"{k}={v}" for k, v in fixed.items()], *extra]
 
@@ -152,7 +186,7 @@ def changed_since(task: str, arm: str, seed: int, frames: int, folder: Path, ext
 
 
 def run_hdppo(task: str, arm: str, seed: int, frames: int, folder: Path, extra: list[str]) -> None:
-    n_agents = TASKS[task][1]
+    n_agents = task_spec(task, folder.parents[2])[1]
     run = folder / "run"
     cmd = hdppo_command(task, arm, seed, frames, folder, extra)
     wall = sh(as_module(cmd), folder / "log.txt")
@@ -178,8 +212,8 @@ def run_hdppo(task: str, arm: str, seed: int, frames: int, folder: Path, extra: 
     (folder / "result.json").write_text(json.dumps(result, indent=1))
 
 
-def arms_for(task: str, arms: list[str]) -> list[str]:
-    return [a for a in arms if a != "hdppo_squads" or TASKS[task][1] >= 4]
+def arms_for(task: str, arms: list[str], runs: Path) -> list[str]:
+    return [a for a in arms if a != "hdppo_squads" or task_spec(task, runs)[1] >= 4]
 
 
 # ---- the report ------------------------------------------------------------------------------------
@@ -340,7 +374,10 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--frames", type=int, default=1_002_000, help="env frames per run (default 1,002,000)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
-    p.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated, from {', '.join(TASKS)}")
+    p.add_argument("--tasks", default=",".join(TASKS),
+                   help=f"comma-separated: {', '.join(TASKS)} (the default), or any other VMAS task BenchMARL "
+                        "ships a config for (wheel, dispersion, give_way, sampling, ...), run at its task "
+                        "parameters on both sides")
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, from {', '.join(ARMS)}")
     p.add_argument("--write", default=str(ROOT / "docs" / "evidence"), help="where external.md and the PNGs go")
     p.add_argument("--runs", default=str(ROOT / "runs" / "vs_benchmarl"), help="run folders (reused when finished)")
@@ -359,9 +396,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"--hdppo-set {bad_set[0]!r}: write KEY=VALUE, e.g. --hdppo-set epochs=16")
     tasks = [t for t in args.tasks.split(",") if t]
     arms = [a for a in args.arms.split(",") if a]
-    bad = [t for t in tasks if t not in TASKS] + [a for a in arms if a not in ARMS]
+    bad = [a for a in arms if a not in ARMS]
     if bad:
-        sys.exit(f"unknown task or arm {bad}: tasks {list(TASKS)}, arms {ARMS}")
+        sys.exit(f"unknown arm {bad}: arms {ARMS}")
     args.frames = -(-args.frames // FRAMES_PER_BATCH) * FRAMES_PER_BATCH
     args.seed_list = list(range(args.seeds))
     interval = max(FRAMES_PER_BATCH, args.frames // 10 // FRAMES_PER_BATCH * FRAMES_PER_BATCH)
@@ -376,7 +413,7 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, dict[str, list[dict]]] = {}
     missing: list[str] = []
     for task in tasks:
-        for arm in arms_for(task, arms):
+        for arm in arms_for(task, arms, Path(args.runs)):
             for seed in args.seed_list:
                 folder = Path(args.runs) / task / arm / f"seed_{seed}"
                 done = folder / "result.json"

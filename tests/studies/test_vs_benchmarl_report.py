@@ -195,3 +195,23 @@ def test_changed_since_compares_the_real_run_folder_with_the_arms_command(vs, tm
     assert run == tmp_path / "run" and argv[0] == "vmas_navigation"
     assert argv[argv.index("--seed") + 1] == "2" and "epochs=4" in argv and argv[-1] == "lr=1e-4"
     assert vs.changed_since("navigation", "benchmarl_mappo", 0, 60_000, tmp_path, []) == [] and len(seen) == 1
+
+
+def test_another_vmas_task_runs_at_benchmarls_task_parameters_on_both_sides(vs, tmp_path, monkeypatch):
+    venv = tmp_path / "venv"
+    conf = venv / "lib" / "python3.11" / "site-packages" / "benchmarl" / "conf" / "task" / "vmas"
+    conf.mkdir(parents=True)
+    (conf / "wheel.yaml").write_text("defaults:\n  - vmas_wheel_config\n  - _self_\n\nmax_steps: 100\nn_agents: 3\n"
+                                     "line_length: 1\nline_mass: 30\ndesired_velocity: 0.05\n")
+    monkeypatch.setattr(vs, "BENCHMARL_VENV", venv)
+    monkeypatch.setattr(vs, "OTHER_TASKS", {})
+    scenario, n_agents, fixed = vs.task_spec("wheel", tmp_path / "runs")
+    assert (n_agents, fixed) == (3, {})                       # counted from the env the YAML makes, not assumed
+    text = (tmp_path / "runs" / "wheel" / "vmas_wheel.py").read_text()
+    assert scenario == str(tmp_path / "runs" / "wheel" / "vmas_wheel.py")
+    assert "'n_agents': 3" in text and "'line_mass': 30" in text and "defaults" not in text
+    assert vs.hdppo_command("wheel", "hdppo_flat", 0, 6000, tmp_path / "runs" / "wheel" / "hdppo_flat" / "seed_0",
+                            [])[2] == scenario
+    assert vs.arms_for("wheel", ["hdppo_flat", "hdppo_squads"], tmp_path / "runs") == ["hdppo_flat"]  # 3 agents
+    with pytest.raises(SystemExit, match="unknown task 'whel'.*wheel"):
+        vs.task_spec("whel", tmp_path / "runs")
