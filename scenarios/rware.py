@@ -23,6 +23,12 @@ registers), `hard` (request queue = half the robots instead of one per robot: rw
   robot (x, y, carrying a requested shelf, carrying another) and every requested shelf (x, y,
   carried), coordinates / grid size.
 
+The flat team's goal-free shaping (`layers=1`, weighted by `w_int.low`, 0 by default so the flat
+team learns from the env reward alone): the robots' shaping with the dispatcher's goal replaced by
+the nearest requested shelf no robot carries: +1 per cell of progress along the leg, +1 for the
+first pick of a requested shelf since it was requested (a shelf set down and lifted again earns no
+second one), +1 for a delivery. `layers=1 w_int.low=0.05` gives it the robots' weight.
+
 Episode metric (`hdppo eval`, `hdppo plot`): `deliveries` (requested shelves delivered). See
 docs/scenarios/rware.md.
 
@@ -63,16 +69,36 @@ def env_id(cfg: RwareConfig) -> str:
     return f"rware-{cfg.size}{'-hard' if cfg.hard else ''}-v2"
 
 
+@dataclass
+class Snapshot:
+    """The robots' state before an env step, for the flat shaping: positions [U, 2] (x, y), the shelf
+    each carries (None if none) and the ids of the requested shelves."""
+
+    pos: np.ndarray
+    carrying: list[Any]
+    queued: set[int]
+
+
 class RwareEnv(GymnasiumMultiAgent):
-    """One rware env as a PettingZoo ParallelEnv that also counts the episode's deliveries."""
+    """One rware env as a PettingZoo ParallelEnv that also counts the episode's deliveries and keeps
+    the robots' state before the last step (`before`) for the flat shaping."""
 
     deliveries = 0.0
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.before: Snapshot | None = None
+        self.picked: set[int] = set()      # requested shelves whose pick the flat shaping has rewarded
+
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         self.deliveries = 0.0
+        self.before, self.picked = None, set()
         return super().reset(seed=seed, options=options)
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        w = self.env.unwrapped
+        self.before = Snapshot(np.array([(a.x, a.y) for a in w.agents]), [a.carrying_shelf for a in w.agents],
+                               {id(s) for s in w.request_queue})
         out = super().step(actions)
         self.deliveries += sum(out[1].values())        # individual reward: +1 per delivery
         return out
@@ -165,6 +191,40 @@ def progress(ctx: LayerContext) -> np.ndarray:
     return np.where(same, np.clip(step, -1, 1), 0.0) + picked + delivered
 
 
+def flat_shaping(ctx: LayerContext) -> np.ndarray:
+    """The flat team's goal-free shaping, [E, U]: the robots' `progress` with the assigned shelf
+    replaced by the nearest requested shelf that no robot carries (no progress term on a fetch leg
+    while every requested shelf is carried), +1 for the first pick of a requested shelf since it was
+    requested, +1 for a delivery. Reads each env's state before the step (RwareEnv.before) and after."""
+    rows = []
+    for env in ctx.env.raw_envs:
+        w, b = env.env.unwrapped, env.before
+        queued = {id(s) for s in w.request_queue}
+        free = [s for s in w.request_queue if all(a.carrying_shelf is not s for a in w.agents)]
+        pos_now = np.array([(a.x, a.y) for a in w.agents])
+        goals = np.zeros(len(w.agents), np.int64)
+        if free:      # legs() takes queue indices: the nearest free requested shelf of each robot
+            cells = np.array([(s.x, s.y) for s in free])
+            near = np.abs(pos_now[:, None, :] - cells[None, :, :]).sum(-1).argmin(axis=1)
+            goals = np.array([w.request_queue.index(free[k]) for k in near])
+        leg, pos, target = legs(w, goals)
+        r = np.zeros(len(w.agents))
+        if b is not None:
+            leg_before = np.array([FETCH if c is None else DELIVER if id(c) in b.queued else RETURN
+                                   for c in b.carrying])
+            step = np.abs(b.pos - target).sum(-1) - np.abs(pos - target).sum(-1)
+            on = (leg_before == leg) & ((leg != FETCH) | bool(free))
+            r += np.where(on, np.clip(step, -1, 1), 0.0)
+            env.picked &= queued                         # a delivered shelf may be requested, and rewarded, again
+            for u, a in enumerate(w.agents):
+                if leg_before[u] == FETCH and leg[u] == DELIVER and id(a.carrying_shelf) not in env.picked:
+                    env.picked.add(id(a.carrying_shelf))
+                    r[u] += 1.0
+            r += (leg_before == DELIVER) & (leg == RETURN)
+        rows.append(r)
+    return np.asarray(rows, np.float64)
+
+
 def dispatcher_view(robots: int, queue: int):
     """The dispatcher's observation: robots (x, y, carrying requested, carrying other), shelves (x, y, carried)."""
     def observe(ctx: LayerContext) -> np.ndarray:
@@ -194,7 +254,7 @@ def queue_size(cfg: RwareConfig) -> tuple[int, int]:
 
 def make_layers(cfg: RwareConfig) -> list[Layer]:
     if cfg.layers == 1:
-        return [Layer("low")]
+        return [Layer("low", intrinsic=flat_shaping, w_int=0.0)]
     if cfg.layers != 2:
         raise ScenarioError(f"layers={cfg.layers}", "use layers=1 (flat) or layers=2 (a dispatcher over the robots)",
                             where="scenario 'rware'")
