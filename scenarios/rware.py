@@ -96,7 +96,7 @@ class RwareEnv(GymnasiumMultiAgent):
         return super().reset(seed=seed, options=options)
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
-        w = self.env.unwrapped
+        w: Any = self.env.unwrapped          # rware.Warehouse
         self.before = Snapshot(np.array([(a.x, a.y) for a in w.agents]), [a.carrying_shelf for a in w.agents],
                                {id(s) for s in w.request_queue})
         out = super().step(actions)
