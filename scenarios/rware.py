@@ -19,7 +19,8 @@ registers), `hard` (request queue = half the robots instead of one per robot: rw
   to the nearest free shelf cell (carrying one already delivered), as the vector in the robot's
   frame (ahead, right) / (width + height) and the leg one-hot. Success: the robot picked that shelf
   up or delivered one. The robots' intrinsic reward (w_int 0.05): +1 per cell of progress along
-  their leg, +1 for a pick of a requested shelf and for a delivery. The dispatcher observes every
+  their leg, +1 for a delivery and for the first pick of a requested shelf since it was requested
+  (setting a shelf down and lifting it again earns nothing). The dispatcher observes every
   robot (x, y, carrying a requested shelf, carrying another) and every requested shelf (x, y,
   carried), coordinates / grid size.
 
@@ -182,13 +183,31 @@ def success(ctx: LayerContext) -> np.ndarray:
     return (picked & mine) | delivered
 
 
+def first_picks(env: Any, picked: np.ndarray) -> np.ndarray:
+    """Of the robots that lifted a requested shelf this step (picked [U]), those lifting it for the
+    first time since it was requested, [U]; marks those shelves in env.picked (a RwareEnv's). A
+    shelf set down and lifted again is no new pick, so a pick reward cannot be farmed that way."""
+    w = env.env.unwrapped
+    env.picked &= {id(s) for s in w.request_queue}     # a delivered shelf may be requested, and picked, again
+    first = np.zeros(len(w.agents), bool)
+    for u in np.flatnonzero(picked):
+        shelf = id(w.agents[u].carrying_shelf)
+        if shelf not in env.picked:
+            env.picked.add(shelf)
+            first[u] = True
+    return first
+
+
 def progress(ctx: LayerContext) -> np.ndarray:
-    """+1 per cell closer to the leg's target (0 when the leg changed), +1 per pick or delivery."""
+    """+1 per cell closer to the leg's target (0 when the leg changed), +1 per delivery and per first
+    pick of a requested shelf since it was requested (first_picks)."""
     prev, now = ctx.prev_goal_features, ctx.goal_features
     same = (prev[..., 2:] == now[..., 2:]).all(-1)
     step = (np.abs(prev[..., :2]).sum(-1) - np.abs(now[..., :2]).sum(-1)) * float(sum(warehouses(ctx.env)[0].grid_size))
     picked, delivered = _moved_on(ctx)
-    return np.where(same, np.clip(step, -1, 1), 0.0) + picked + delivered
+    warehouses(ctx.env)                                 # refuses a ctx.env without the rware envs
+    first = np.stack([first_picks(env, p) for env, p in zip(ctx.env.raw_envs, picked)])
+    return np.where(same, np.clip(step, -1, 1), 0.0) + first + delivered
 
 
 def flat_shaping(ctx: LayerContext) -> np.ndarray:
@@ -199,7 +218,6 @@ def flat_shaping(ctx: LayerContext) -> np.ndarray:
     rows = []
     for env in ctx.env.raw_envs:
         w, b = env.env.unwrapped, env.before
-        queued = {id(s) for s in w.request_queue}
         free = [s for s in w.request_queue if all(a.carrying_shelf is not s for a in w.agents)]
         pos_now = np.array([(a.x, a.y) for a in w.agents])
         goals = np.zeros(len(w.agents), np.int64)
@@ -215,11 +233,7 @@ def flat_shaping(ctx: LayerContext) -> np.ndarray:
             step = np.abs(b.pos - target).sum(-1) - np.abs(pos - target).sum(-1)
             on = (leg_before == leg) & ((leg != FETCH) | bool(free))
             r += np.where(on, np.clip(step, -1, 1), 0.0)
-            env.picked &= queued                         # a delivered shelf may be requested, and rewarded, again
-            for u, a in enumerate(w.agents):
-                if leg_before[u] == FETCH and leg[u] == DELIVER and id(a.carrying_shelf) not in env.picked:
-                    env.picked.add(id(a.carrying_shelf))
-                    r[u] += 1.0
+            r += first_picks(env, (leg_before == FETCH) & (leg == DELIVER))
             r += (leg_before == DELIVER) & (leg == RETURN)
         rows.append(r)
     return np.asarray(rows, np.float64)

@@ -84,3 +84,27 @@ def test_progress_toward_the_nearest_free_requested_shelf():
     r = _step(env, FORWARD)                     # away from the nearest free one, (2, 7): 8 -> 9 cells
     assert (a.x, a.y) == (8, 10) and r[0] == -1.0
     assert _step(env, NOOP)[0] == 0.0
+
+
+def test_the_dispatchers_robots_cannot_farm_picks_either():
+    """layers=2: lifting the assigned shelf, setting it down and lifting it again used to earn +1 a
+    pick, +0.5 a step; a pick now counts once per request, as for the flat team."""
+    from hdppo.scenarios.rware import ground, progress
+    cfg = SCENARIO.make_config({"size": "tiny-4ag", "layers": 2})
+    env = SCENARIO.env(cfg)
+    env.reset(seed=1)
+    w = env.env.unwrapped
+    _park_others(w)
+    a, s = w.agents[0], w.request_queue[0]
+    a.x, a.y = s.x, s.y
+    w._recalc_grid()
+    goals = np.array([[0, 0, 0, 0]])
+
+    def ctx(**more):
+        return LayerContext(None, np.ones((1, 4), bool), goals=goals, env=SimpleNamespace(raw_envs=[env]), **more)
+    rewards = []
+    for _ in range(6):                            # load, unload, load, ...
+        before = ground(goals, ctx())
+        env.step({n: (LOAD if i == 0 else NOOP) for i, n in enumerate(env.possible_agents)})
+        rewards.append(progress(ctx(goal_features=ground(goals, ctx()), prev_goal_features=before))[0, 0])
+    assert rewards == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0] and a.carrying_shelf is None
