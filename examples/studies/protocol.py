@@ -81,6 +81,7 @@ class ProtocolPlan:
     out: Path = Path("runs/evidence/protocol")
     also: list[str] = field(default_factory=list)      # further episode keys reported from the final eval
     threshold: float | None = None      # of steps-to-threshold; None: the better flat arm's final training value
+    rate: bool = False                  # the outcome is a rate (win, success): its intervals are clipped to [0, 1]
     name: str = ""                      # the report's file name (default: the scenario's)
 
     def __post_init__(self) -> None:
@@ -198,12 +199,6 @@ def seeds_t_ci(per_seed: Sequence[float], rate: bool = False) -> CI:
     return (m, max(lo, 0.0), min(hi, 1.0)) if rate and np.isfinite(m) else (m, lo, hi)
 
 
-def is_rate(episodes: Sequence[dict[str, Any]], key: str) -> bool:
-    """Whether `key` is 0 or 1 in every episode that has it (win, success)."""
-    vals = [float(e[key]) for e in episodes if key in e]
-    return bool(vals) and all(v in (0.0, 1.0) for v in vals)
-
-
 def paired_ci(a: Sequence[float], b: Sequence[float]) -> CI:
     """mean(a - b) over paired values (one pair per seed) with a Student-t interval."""
     return t_ci([x - y for x, y in zip(a, b)])
@@ -298,7 +293,6 @@ def diagnose(plan: ProtocolPlan, finals: list[float], goal_counts: list[dict[str
     success: dict[str, list[float]] = {}
     counts: dict[str, list[int]] = {}
     random_top: list[float] = []
-    rate = True
     for seed, run, goals in zip(plan.seeds, runs, goal_counts):
         for layer, by_goal in goals.items():
             n, ok = by_goal["all"]
@@ -307,14 +301,13 @@ def diagnose(plan: ProtocolPlan, finals: list[float], goal_counts: list[dict[str
             total[0], total[1] = total[0] + n, total[1] + ok
         eps = final_episodes(run, plan.eval_episodes, eval_seed + seed, uniform=(top,))
         random_top.append(float(np.mean([float(e.get(plan.outcome, np.nan)) for e in eps])))
-        rate = rate and is_rate(eps, plan.outcome)
     entropy = [late_entropy(run, top) for run in runs]
     return {"top": top, "n_goals": n_goals,
             "goal_success": {layer: {"per_seed": v, "ci": seeds_t_ci(v, rate=True), "goals": counts[layer]}
                              for layer, v in success.items()},
             "entropy": {"per_seed": entropy, "ci": t_ci(entropy),
                         "uniform": float(np.log(n_goals)) if n_goals else None},
-            "random_top": {"per_seed": random_top, "ci": seeds_t_ci(random_top, rate),
+            "random_top": {"per_seed": random_top, "ci": seeds_t_ci(random_top, plan.rate),
                            "trained_minus_random": paired_ci(finals, random_top)}}
 
 
@@ -327,7 +320,6 @@ def summarize(plan: ProtocolPlan, eval_seed: int = 12345) -> dict[str, Any]:
     arms: dict[str, Any] = {}
     for arm in ARMS:
         finals, team = [], []
-        rate = True
         also: dict[str, list[float]] = {k: [] for k in plan.also}
         curves: list[np.ndarray] = []
         goals: list[dict[str, Any]] = []
@@ -335,13 +327,12 @@ def summarize(plan: ProtocolPlan, eval_seed: int = 12345) -> dict[str, Any]:
             goals.append({})
             eps = final_episodes(plan.run_dir(arm, seed), plan.eval_episodes, eval_seed + seed, goal_counts=goals[-1])
             finals.append(float(np.mean([float(e.get(plan.outcome, np.nan)) for e in eps])))
-            rate = rate and is_rate(eps, plan.outcome)
             team.append(float(np.mean([float(e["team_return"]) for e in eps])))
             for k in plan.also:
                 also[k].append(float(np.mean([float(e.get(k, np.nan)) for e in eps])))
             curves.append(on_grid(*seed_points(plan, arm, seed, plan.outcome), grid))
         curve = seeds_mean(curves)
-        arms[arm] = {"args": plan.args(arm), "per_seed": finals, "ci": seeds_t_ci(finals, rate),
+        arms[arm] = {"args": plan.args(arm), "per_seed": finals, "ci": seeds_t_ci(finals, plan.rate),
                      "team_return": t_ci(team), "also": {k: t_ci(v) for k, v in also.items()},
                      "curve": curve.tolist(), "curve_final": final_value(curve),
                      "seed_curves": [c.tolist() for c in curves], "frames": trained[arm], "minutes": minutes(plan, arm),
@@ -425,9 +416,10 @@ def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command
              + (f"; every run with `{' '.join(plan.common)}`" if plan.common else "") + f"; seeds {plan.seeds}. "
              f"Each final team is played for {plan.eval_episodes} fresh episodes (`hdppo.runtime.evaluate.play`, "
              f"sampled actions, eval seed 12345 + the seed). Intervals are 95% Student-t intervals across the "
-             f"seeds' means ({n} seeds, {n - 1} degree{'s' if n != 2 else ''} of freedom; a rate's clipped to "
-             f"[0, 1]); the difference between two arms is a Welch interval. A run ends on a whole rollout, so it "
-             f"may pass its budget by part of one: the frames column gives what the runs trained.", "",
+             f"seeds' means ({n} seeds, {n - 1} degree{'s' if n != 2 else ''} of freedom"
+             + ("; a rate's clipped to [0, 1]" if plan.rate else "") + "); the difference between two arms is a "
+             "Welch interval. A run ends on a whole rollout, so it "
+             "may pass its budget by part of one: the frames column gives what the runs trained.", "",
              f"| arm | `hdppo train` arguments | env frames per run | final {o} (eval) | per seed | team return | "
              + "".join(f"{k} | " for k in plan.also) + "training min per run (median, range) |",
              "|---|---|---:|---|---|---|" + "---|" * len(plan.also) + "---:|"]

@@ -19,7 +19,6 @@ from examples.studies.protocol import (
     check_budget,
     configure,
     frames,
-    is_rate,
     late_entropy,
     paired_ci,
     reach_ci,
@@ -44,7 +43,6 @@ def test_a_rates_interval_is_clipped_to_0_1():
     # [0, 0.375]: mean 0.1875, sd 0.265165, se 0.1875, t(0.975, 1) = 12.706205 -> half 2.382413
     assert seeds_t_ci([0.0, 0.375]) == pytest.approx((0.1875, -2.194913, 2.569913), abs=1e-6)
     assert seeds_t_ci([0.0, 0.375], rate=True) == pytest.approx((0.1875, 0.0, 1.0))
-    assert is_rate([{"win": 1.0}, {"win": 0.0}], "win") and not is_rate([{"d": 2.0}, {"d": 0.0}], "d")
 
 
 def test_welch_difference_and_the_verdict_by_hand():

@@ -19,7 +19,7 @@ def _plan(out):
     return ProtocolPlan("grid", "success", STEPS, flat=["layers=1"], flat_shaped=["layers=1", "ent_coef=0.05"],
                         hier=["layers=2"], skills=SkillStage(SKILLS, then="high"), seeds=[0, 1],
                         common=["workers=1", "backend=inline", "envs_per_worker=8", "log_every=0"],
-                        eval_episodes=8, out=out, name="grid-protocol")
+                        eval_episodes=8, out=out, name="grid-protocol", rate=True)
 
 
 def test_the_protocol_on_grid(tmp_path, monkeypatch):
