@@ -19,9 +19,16 @@ registers), `hard` (request queue = half the robots instead of one per robot: rw
   to the nearest free shelf cell (carrying one already delivered), as the vector in the robot's
   frame (ahead, right) / (width + height) and the leg one-hot. Success: the robot picked that shelf
   up or delivered one. The robots' intrinsic reward (w_int 0.05): +1 per cell of progress along
-  their leg, +1 for a pick of a requested shelf and for a delivery. The dispatcher observes every
+  their leg, +1 for a delivery and for the first pick of a requested shelf since it was requested
+  (setting a shelf down and lifting it again earns nothing). The dispatcher observes every
   robot (x, y, carrying a requested shelf, carrying another) and every requested shelf (x, y,
   carried), coordinates / grid size.
+
+The flat team's goal-free shaping (`layers=1`, weighted by `w_int.low`, 0 by default so the flat
+team learns from the env reward alone): the robots' shaping with the dispatcher's goal replaced by
+the nearest requested shelf no robot carries: +1 per cell of progress along the leg, +1 for the
+first pick of a requested shelf since it was requested (a shelf set down and lifted again earns no
+second one), +1 for a delivery. `layers=1 w_int.low=0.05` gives it the robots' weight.
 
 Episode metric (`hdppo eval`, `hdppo plot`): `deliveries` (requested shelves delivered). See
 docs/scenarios/rware.md.
@@ -63,16 +70,36 @@ def env_id(cfg: RwareConfig) -> str:
     return f"rware-{cfg.size}{'-hard' if cfg.hard else ''}-v2"
 
 
+@dataclass
+class Snapshot:
+    """The robots' state before an env step, for the flat shaping: positions [U, 2] (x, y), the shelf
+    each carries (None if none) and the ids of the requested shelves."""
+
+    pos: np.ndarray
+    carrying: list[Any]
+    queued: set[int]
+
+
 class RwareEnv(GymnasiumMultiAgent):
-    """One rware env as a PettingZoo ParallelEnv that also counts the episode's deliveries."""
+    """One rware env as a PettingZoo ParallelEnv that also counts the episode's deliveries and keeps
+    the robots' state before the last step (`before`) for the flat shaping."""
 
     deliveries = 0.0
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.before: Snapshot | None = None
+        self.picked: set[int] = set()      # requested shelves whose pick the flat shaping has rewarded
+
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         self.deliveries = 0.0
+        self.before, self.picked = None, set()
         return super().reset(seed=seed, options=options)
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        w: Any = self.env.unwrapped          # rware.Warehouse
+        self.before = Snapshot(np.array([(a.x, a.y) for a in w.agents]), [a.carrying_shelf for a in w.agents],
+                               {id(s) for s in w.request_queue})
         out = super().step(actions)
         self.deliveries += sum(out[1].values())        # individual reward: +1 per delivery
         return out
@@ -156,13 +183,60 @@ def success(ctx: LayerContext) -> np.ndarray:
     return (picked & mine) | delivered
 
 
+def first_picks(env: Any, picked: np.ndarray) -> np.ndarray:
+    """Of the robots that lifted a requested shelf this step (picked [U]), those lifting it for the
+    first time since it was requested, [U]; marks those shelves in env.picked (a RwareEnv's). A
+    shelf set down and lifted again is no new pick, so a pick reward cannot be farmed that way."""
+    w = env.env.unwrapped
+    env.picked &= {id(s) for s in w.request_queue}     # a delivered shelf may be requested, and picked, again
+    first = np.zeros(len(w.agents), bool)
+    for u in np.flatnonzero(picked):
+        shelf = id(w.agents[u].carrying_shelf)
+        if shelf not in env.picked:
+            env.picked.add(shelf)
+            first[u] = True
+    return first
+
+
 def progress(ctx: LayerContext) -> np.ndarray:
-    """+1 per cell closer to the leg's target (0 when the leg changed), +1 per pick or delivery."""
+    """+1 per cell closer to the leg's target (0 when the leg changed), +1 per delivery and per first
+    pick of a requested shelf since it was requested (first_picks)."""
     prev, now = ctx.prev_goal_features, ctx.goal_features
     same = (prev[..., 2:] == now[..., 2:]).all(-1)
     step = (np.abs(prev[..., :2]).sum(-1) - np.abs(now[..., :2]).sum(-1)) * float(sum(warehouses(ctx.env)[0].grid_size))
     picked, delivered = _moved_on(ctx)
-    return np.where(same, np.clip(step, -1, 1), 0.0) + picked + delivered
+    warehouses(ctx.env)                                 # refuses a ctx.env without the rware envs
+    first = np.stack([first_picks(env, p) for env, p in zip(ctx.env.raw_envs, picked)])
+    return np.where(same, np.clip(step, -1, 1), 0.0) + first + delivered
+
+
+def flat_shaping(ctx: LayerContext) -> np.ndarray:
+    """The flat team's goal-free shaping, [E, U]: the robots' `progress` with the assigned shelf
+    replaced by the nearest requested shelf that no robot carries (no progress term on a fetch leg
+    while every requested shelf is carried), +1 for the first pick of a requested shelf since it was
+    requested, +1 for a delivery. Reads each env's state before the step (RwareEnv.before) and after."""
+    rows = []
+    for env in ctx.env.raw_envs:
+        w, b = env.env.unwrapped, env.before
+        free = [s for s in w.request_queue if all(a.carrying_shelf is not s for a in w.agents)]
+        pos_now = np.array([(a.x, a.y) for a in w.agents])
+        goals = np.zeros(len(w.agents), np.int64)
+        if free:      # legs() takes queue indices: the nearest free requested shelf of each robot
+            cells = np.array([(s.x, s.y) for s in free])
+            near = np.abs(pos_now[:, None, :] - cells[None, :, :]).sum(-1).argmin(axis=1)
+            goals = np.array([w.request_queue.index(free[k]) for k in near])
+        leg, pos, target = legs(w, goals)
+        r = np.zeros(len(w.agents))
+        if b is not None:
+            leg_before = np.array([FETCH if c is None else DELIVER if id(c) in b.queued else RETURN
+                                   for c in b.carrying])
+            step = np.abs(b.pos - target).sum(-1) - np.abs(pos - target).sum(-1)
+            on = (leg_before == leg) & ((leg != FETCH) | bool(free))
+            r += np.where(on, np.clip(step, -1, 1), 0.0)
+            r += first_picks(env, (leg_before == FETCH) & (leg == DELIVER))
+            r += (leg_before == DELIVER) & (leg == RETURN)
+        rows.append(r)
+    return np.asarray(rows, np.float64)
 
 
 def dispatcher_view(robots: int, queue: int):
@@ -194,7 +268,7 @@ def queue_size(cfg: RwareConfig) -> tuple[int, int]:
 
 def make_layers(cfg: RwareConfig) -> list[Layer]:
     if cfg.layers == 1:
-        return [Layer("low")]
+        return [Layer("low", intrinsic=flat_shaping, w_int=0.0)]
     if cfg.layers != 2:
         raise ScenarioError(f"layers={cfg.layers}", "use layers=1 (flat) or layers=2 (a dispatcher over the robots)",
                             where="scenario 'rware'")

@@ -68,13 +68,18 @@ def finished(run: Path, steps: int) -> bool:
 def check_current(plan: EvidencePlan) -> None:
     """Refuse finished runs that their command, resolved by this code, would no longer make (e.g. a
     default changed since): a report on them would list commands that give other numbers."""
+    refuse_stale([(plan.run_dir(variant, seed), plan.command(variant, seed), plan.steps)
+                  for seed in plan.seeds for variant in plan.variants])
+
+
+def refuse_stale(jobs: list[tuple[Path, list[str], int]]) -> None:
+    """check_current for any (run folder, `hdppo train` command, env steps) jobs: SystemExit listing
+    each finished run whose command would no longer make it."""
     from examples.studies.same_run import changed_settings
     stale = {}
-    for seed in plan.seeds:
-        for variant in plan.variants:
-            run = plan.run_dir(variant, seed)
-            if finished(run, plan.steps) and (changes := changed_settings(run, plan.command(variant, seed)[2:])):
-                stale[run] = changes
+    for run, cmd, steps in jobs:
+        if finished(run, steps) and (changes := changed_settings(run, cmd[2:])):
+            stale[run] = changes
     if stale:
         lines = "\n".join(f"  {run}: {'; '.join(changes)}" for run, changes in stale.items())
         raise SystemExit(f"these finished runs were made with settings their commands no longer give:\n{lines}\n"
@@ -87,27 +92,33 @@ def train_all(plan: EvidencePlan, log: Callable[[str], None] = print) -> None:
     """Train every missing (variant, seed) run, one process each, output in RUN.log beside the folder."""
     for seed in plan.seeds:
         for variant in plan.variants:
-            run = plan.run_dir(variant, seed)
-            cmd = plan.command(variant, seed)
-            if finished(run, plan.steps):
-                log(f"reuse  {run} (finished)")
-                continue
-            if run.exists():
-                raise SystemExit(f"{run} holds an unfinished run; "
-                                 f"remove it or finish it with `hdppo train --resume {run}`")
-            run.parent.mkdir(parents=True, exist_ok=True)
-            log(f"train  {shlex.join(cmd)}")
-            t0 = time.perf_counter()
-            with open(run.with_suffix(".log"), "w") as out:
-                proc = subprocess.run([sys.executable, "-m", "hdppo.cli", *cmd[1:]], stdout=out,
-                                      stderr=subprocess.STDOUT)
-            if proc.returncode != 0:
-                raise SystemExit(f"`{shlex.join(cmd)}` failed (exit {proc.returncode}); see {run.with_suffix('.log')}")
-            seconds = time.perf_counter() - t0
-            times = read_timings(plan)
-            times[run.name] = seconds
-            (plan.out / "timings.json").write_text(json.dumps(times, indent=1))
-            log(f"       done in {seconds:.0f} s")
+            train_run(plan.run_dir(variant, seed), plan.command(variant, seed), plan.steps,
+                      plan.out / "timings.json", log)
+
+
+def train_run(run: Path, cmd: list[str], steps: int, timings: Path, log: Callable[[str], None] = print) -> None:
+    """Train one run with `cmd` (`hdppo train ...`) in its own process unless it finished its `steps`
+    already; output in RUN.log beside the folder, its wall seconds added to `timings` (a JSON file of
+    run folder name -> seconds)."""
+    if finished(run, steps):
+        log(f"reuse  {run} (finished)")
+        return
+    if run.exists():
+        raise SystemExit(f"{run} holds an unfinished run; "
+                         f"remove it or finish it with `hdppo train --resume {run}`")
+    run.parent.mkdir(parents=True, exist_ok=True)
+    log(f"train  {shlex.join(cmd)}")
+    t0 = time.perf_counter()
+    with open(run.with_suffix(".log"), "w") as out:
+        proc = subprocess.run([sys.executable, "-m", "hdppo.cli", *cmd[1:]], stdout=out,
+                              stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise SystemExit(f"`{shlex.join(cmd)}` failed (exit {proc.returncode}); see {run.with_suffix('.log')}")
+    seconds = time.perf_counter() - t0
+    times = json.loads(timings.read_text()) if timings.is_file() else {}
+    times[run.name] = seconds
+    timings.write_text(json.dumps(times, indent=1))
+    log(f"       done in {seconds:.0f} s")
 
 
 MIN_EPISODES = 50   # curve points averaging fewer episodes are too noisy to compare
@@ -169,19 +180,31 @@ def seed_steps_to_target(runs: list[Path], key: str, grid: np.ndarray, target: f
     return {"per_seed": per_seed, "reached": len(reached), "ci": ci}
 
 
-def final_episodes(run: Path, episodes: int, seed: int) -> list[dict[str, Any]]:
+def final_episodes(run: Path, episodes: int, seed: int, goal_counts: dict[str, Any] | None = None,
+                   uniform: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The final team's eval episodes, cached in RUN/evidence_eval.json (keyed by count, seed and the
-    checkpoints' versions) so a report can be rewritten without playing again."""
+    checkpoints' versions) so a report can be rewritten without playing again. A `goal_counts` dict
+    is filled with the goals finished and achieved per layer (`hdppo.runtime.evaluate.play`); with
+    `uniform` layers those act uniformly at random (`hdppo eval --uniform`), cached in their own file."""
     from hdppo.runtime.evaluate import play
-    cache = run / "evidence_eval.json"
+    cache = run / ("evidence_eval.json" if not uniform else f"evidence_eval-uniform-{'-'.join(uniform)}.json")
     state = json.loads((run / "state.json").read_text())
     key = {"episodes": episodes, "seed": seed, "env_steps": state.get("env_steps")}
     if cache.is_file():
         saved = json.loads(cache.read_text())
-        if saved.get("key") == key:
+        if saved.get("key") == key and (goal_counts is None or "goals" in saved):
+            if goal_counts is not None:
+                goal_counts.update(saved["goals"])
             return saved["records"]
-    records = play(run, episodes, seed=seed)
-    cache.write_text(json.dumps({"key": key, "records": records}))
+    asked: dict[str, Any] = {} if goal_counts is None else {"goal_counts": {}}
+    if uniform:
+        asked["uniform"] = uniform
+    records = play(run, episodes, seed=seed, **asked)
+    saved = {"key": key, "records": records}
+    if goal_counts is not None:
+        goal_counts.update(asked["goal_counts"])
+        saved["goals"] = asked["goal_counts"]
+    cache.write_text(json.dumps(saved))
     return records
 
 

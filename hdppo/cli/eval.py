@@ -23,6 +23,9 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
                    help="print the result as JSON (it is always written to RUN/eval.json)")
     p.add_argument("--allow-untrained", action="store_true",
                    help="evaluate even when a trained layer has no checkpoint (it then plays scripted or uniformly)")
+    p.add_argument("--uniform", action="append", default=[], metavar="LAYER",
+                   help="LAYER acts uniformly at random instead of from its checkpoint or script (repeatable): "
+                        "e.g. --uniform high, a random commander over the trained units")
     add_trust_flags(p)
     p.set_defaults(func=run)
 
@@ -33,7 +36,8 @@ def evaluate_run(args: argparse.Namespace, run: str | Path) -> tuple[dict[str, A
     from hdppo.runtime.evaluate import evaluate, save_eval
     res = evaluate(run, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
                    overrides=parse_assignments(args.overrides), allow_untrained=args.allow_untrained,
-                   trust_run=args.trust_run, scenario=args.scenario_file, checkpoint=args.checkpoint)
+                   trust_run=args.trust_run, scenario=args.scenario_file, checkpoint=args.checkpoint,
+                   uniform=args.uniform)
     return res, save_eval(run, res)
 
 

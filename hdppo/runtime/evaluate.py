@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +28,34 @@ def check_playable(run: str | Path, config: dict[str, Any], allow_untrained: boo
                           f"play scripted or uniformly", "train longer, or pass --allow-untrained to evaluate anyway")
 
 
+def check_uniform(config: dict[str, Any], uniform: Collection[str]) -> list[str]:
+    """The layers to play uniformly at random, each checked to be one of the run's."""
+    names = list(config["layer_names"])
+    for layer in uniform:
+        if layer not in names:
+            raise ConfigError(f"--uniform {layer}: the run has no layer {layer!r}",
+                              f"name one of its layers: {', '.join(names)}")
+    return [name for name in names if name in uniform]
+
+
 def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
          envs: int = 8, overrides: Mapping[str, str] | None = None, *, trust_run: bool | None = None,
          scenario: str | None = None, checkpoint: str = "latest",
-         goal_counts: dict[str, dict[str, list[int]]] | None = None) -> list[dict[str, Any]]:
+         goal_counts: dict[str, dict[str, list[int]]] | None = None,
+         uniform: Collection[str] = ()) -> list[dict[str, Any]]:
     """The per-episode records (returns per layer, length, scenario outcomes) of `episodes` played
     episodes. A `goal_counts` dict is filled with the goals finished while they played, per layer
-    whose goals have a success test: {layer: {"all" or goal value: [finished, achieved]}}."""
+    whose goals have a success test: {layer: {"all" or goal value: [finished, achieved]}}. The
+    layers named in `uniform` act uniformly at random instead of from their checkpoint or script
+    (an ablation: a random commander over the trained units)."""
     from hdppo.engine.messages import WorkerSpec
     from hdppo.engine.params import MemoryParams
-    from hdppo.engine.worker import Worker
+    from hdppo.engine.worker import Worker, worker_seed
+    from hdppo.team.controllers import uniform_policy
     config = load_run_config(run)
+    uniform = check_uniform(config, uniform)
     frozen = check_team(run, config, checkpoint)   # every checkpoint checked before a worker builds from it
+    frozen = {layer: path for layer, path in frozen.items() if layer not in uniform}
     train = dict(config["train"])
     train.update(seed=seed, envs_per_worker=envs)
     scenario_overrides = dict(config["scenario_overrides"])
@@ -48,6 +64,9 @@ def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: 
                       train, worker_id=0, trained=[],
                       frozen=frozen, deterministic=deterministic)
     worker = Worker(spec, MemoryParams())
+    for rt in worker.layers:          # as a layer with neither a checkpoint nor a script plays (Worker)
+        if rt.info.name in uniform:
+            rt.fixed = uniform_policy(rt.info, worker_seed(seed, 0) + 7 * (rt.info.index + 1))
     books = tally_books(worker.hier) if goal_counts is not None else {}
     done: list[dict] = []
     try:
@@ -67,37 +86,42 @@ def play(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: 
 
 def acting(run: str | Path, config: dict[str, Any], overrides: Mapping[str, str] | None = None, *,
            trust_run: bool | None = None, scenario_path: str | None = None,
-           checkpoint: str = "latest") -> dict[str, str]:
+           checkpoint: str = "latest", uniform: Collection[str] = ()) -> dict[str, str]:
     """How each layer plays: checkpoint, scripted or uniform."""
     from hdppo.team.scenario import load_scenario
     frozen = team_checkpoints(run, config, checkpoint)
     scenario = load_scenario(resolve_scenario(run, config, trust_run=trust_run, scenario=scenario_path))
     cfg = scenario.make_config({**config["scenario_overrides"], **(overrides or {})})
-    return {spec.name: "checkpoint" if spec.name in frozen else "scripted" if spec.scripted is not None else "uniform"
+    return {spec.name: "uniform" if spec.name in uniform else "checkpoint" if spec.name in frozen
+            else "scripted" if spec.scripted is not None else "uniform"
             for spec in scenario.build_layers(cfg)}
 
 
 def evaluate(run: str | Path, episodes: int = 20, seed: int = 12345, deterministic: bool = False,
              envs: int = 8, overrides: Mapping[str, str] | None = None, allow_untrained: bool = True, *,
-             trust_run: bool | None = None, scenario: str | None = None, checkpoint: str = "latest") -> dict[str, Any]:
+             trust_run: bool | None = None, scenario: str | None = None, checkpoint: str = "latest",
+             uniform: Collection[str] = ()) -> dict[str, Any]:
     """Per-layer returns, episode length and outcomes over `episodes`, each (mean, low, high) at 95%:
     exact binomial intervals for 0/1 outcomes (win, success), bootstrap intervals for the rest;
     the outcomes `goal_success/LAYER` (and, for Discrete goals, `goal_success/LAYER/GOAL`) are the
     share of the goals LAYER's nodes received that they reached, with exact intervals over goals.
     `trust_run` lets the run's own scenario copy run; `scenario` loads that name or file instead of
     the recorded one (hdppo.runfolder.resolve_scenario); `checkpoint` is latest (the newest commit)
-    or best (the best evaluation during training, RUN/best)."""
+    or best (the best evaluation during training, RUN/best); the layers in `uniform` act uniformly
+    at random (e.g. the commander, to see what its trained choices add)."""
     if episodes < 1:
         raise ConfigError(f"--episodes must be at least 1 (got {episodes})", "pass --episodes 20 (any N >= 1)")
     config = load_run_config(run)
+    uniform = check_uniform(config, uniform)
     check_playable(run, config, allow_untrained, checkpoint)
-    how = acting(run, config, overrides, trust_run=trust_run, scenario_path=scenario, checkpoint=checkpoint)
+    how = acting(run, config, overrides, trust_run=trust_run, scenario_path=scenario, checkpoint=checkpoint,
+                 uniform=uniform)
     goals: dict[str, dict[str, list[int]]] = {}
     done = play(run, episodes, seed, deterministic, envs, overrides, trust_run=trust_run, scenario=scenario,
-                checkpoint=checkpoint, goal_counts=goals)
+                checkpoint=checkpoint, goal_counts=goals, uniform=uniform)
     out: dict[str, Any] = {"run": str(run), "checkpoint": checkpoint, "episodes": len(done), "seed": seed,
                            "deterministic": deterministic, "overrides": dict(overrides or {}), "layers": {},
-                           "acting": how}
+                           "acting": how, "uniform": uniform}
     for layer in config["layer_names"]:
         out["layers"][layer] = mean_ci([e[f"return/{layer}"] for e in done])
     out["team_return"] = mean_ci([e["team_return"] for e in done])

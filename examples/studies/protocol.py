@@ -1,0 +1,634 @@
+"""The evidence protocol every hierarchy report follows (issue 22, part 4), as a plan and a report.
+
+Three arms at an equal number of env frames per seed: (i) `flat`, the flat team on the env reward;
+(ii) `flat_shaped`, the flat team with the best goal-free shaping or exploration bonus the scenario
+offers; (iii) `hier`, the hierarchy, its upper layers on the env reward only. An optional skills
+stage (`hdppo train --skills`) trains the hierarchy's units first; its frames count in the
+hierarchy's budget, whose own run then trains the rest of them on top of the loaded skills
+(`--load low=SKILLRUN`). 5 seeds by default.
+
+The report gives, per arm, the final outcome of `hdppo eval` per seed and the mean with a 95%
+Student-t interval across the seeds' means; the hierarchy minus the better flat arm (chosen by mean
+final outcome, and named) with a Welch interval; the verdict (the claim stands only if that
+interval lies above 0); steps-to-threshold per seed with a t interval over the seeds that reach it
+and how many did; training minutes per run. And why the hierarchy does as it does: goal success
+per layer (from the eval), the commander's policy entropy late in training (metrics/TOP.csv), and
+the final hierarchy with its commander replaced by uniformly random goals (`hdppo eval --uniform`).
+
+Training, reuse of finished runs, the check that a finished run is still what its command makes,
+and the cached final evals are examples.studies.evidence's. A scenario's script builds a
+ProtocolPlan and calls `main(PLAN, "examples/evidence/SCRIPT.py")`.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from examples.studies.evidence import (
+    MIN_EPISODES,
+    final_episodes,
+    final_value,
+    first_value,
+    outcome_curve,
+    refuse_stale,
+    steps_to_reach,
+    train_run,
+)
+from hdppo import provenance
+from hdppo.engine.metrics import read_csv, scope_file
+from hdppo.stats import CI, NAN, diff_ci, t_ci
+
+FLAT, SHAPED, HIER = "flat", "flat_shaped", "hier"
+ARMS = (FLAT, SHAPED, HIER)
+FLAT_ARMS = (FLAT, SHAPED)
+TITLES = {FLAT: "flat, env reward", SHAPED: "flat, goal-free shaping", HIER: "hierarchy, upper layers on env reward"}
+LATE = 0.1      # "late in training": the last tenth of the hierarchy's own env steps
+
+
+@dataclass
+class SkillStage:
+    """The hierarchy's first stage: `hdppo train --skills` of its bottom layer for `steps` env frames
+    (counted in the hierarchy's budget), then the hierarchy's own run trains `then` (`--layer`) with
+    the skills loaded (`--load LAYER=SKILLRUN`: frozen when `then` leaves that layer out)."""
+
+    steps: int
+    args: list[str] = field(default_factory=list)     # further arguments of the skill run only
+    layer: str = "low"
+    then: str = "high"
+
+
+@dataclass
+class ProtocolPlan:
+    scenario: str
+    outcome: str                        # episode key of `hdppo eval` and metrics/run.csv (win, deliveries, ...)
+    steps: int                          # env frames per run of every arm, the hierarchy's skill run included
+    flat: list[str]                     # `hdppo train` arguments of arm (i)
+    flat_shaped: list[str]              # arm (ii)
+    hier: list[str]                     # arm (iii), given to its skill run too
+    skills: SkillStage | None = None
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
+    common: list[str] = field(default_factory=list)    # arguments of every run
+    eval_episodes: int = 100
+    out: Path = Path("runs/evidence/protocol")
+    also: list[str] = field(default_factory=list)      # further episode keys reported from the final eval
+    threshold: float | None = None      # of steps-to-threshold; None: the better flat arm's final training value
+    rate: bool = False                  # the outcome is a rate (win, success): its intervals are clipped to [0, 1]
+    name: str = ""                      # the report's file name (default: the scenario's)
+
+    def __post_init__(self) -> None:
+        if self.skills is not None and not 0 < self.skills.steps < self.steps:
+            raise ValueError(f"the skill run's {self.skills.steps:,} env steps must be more than 0 and fewer than "
+                             f"the hierarchy's budget of {self.steps:,}, which counts them")
+
+    def args(self, arm: str) -> list[str]:
+        return {FLAT: self.flat, SHAPED: self.flat_shaped, HIER: self.hier}[arm]
+
+    def run_dir(self, arm: str, seed: int) -> Path:
+        return self.out / f"{arm}-seed{seed}"
+
+    def skill_dir(self, seed: int) -> Path:
+        return self.out / f"{HIER}-skills-seed{seed}"
+
+    def _train(self, steps: int, seed: int, out: Path) -> list[str]:
+        return ["hdppo", "train", self.scenario, "--steps", str(steps), "--seed", str(seed), "--out", str(out),
+                "--no-progress"]
+
+    def skill_command(self, seed: int) -> list[str]:
+        assert self.skills is not None
+        return [*self._train(self.skills.steps, seed, self.skill_dir(seed)), "--skills", *self.common, *self.hier,
+                *self.skills.args]
+
+    def skill_frames(self, seed: int) -> int:
+        """The skill run's env frames: what it trained once finished (a run ends on a whole rollout,
+        so it may pass its budget by part of one), else its budget; 0 without a skills stage."""
+        if self.skills is None:
+            return 0
+        state = self.skill_dir(seed) / "state.json"
+        done = json.loads(state.read_text()).get("env_steps", 0) if state.is_file() else 0
+        return int(done) if done >= self.skills.steps else self.skills.steps
+
+    def arm_steps(self, arm: str, seed: int) -> int:
+        """The env steps of the arm's own run: the budget, less the skill run's frames for the hierarchy."""
+        return self.steps - self.skill_frames(seed) if arm == HIER else self.steps
+
+    def command(self, arm: str, seed: int) -> list[str]:
+        head = self._train(self.arm_steps(arm, seed), seed, self.run_dir(arm, seed))
+        if arm == HIER and self.skills is not None:
+            return [*head, "--layer", self.skills.then, "--load", f"{self.skills.layer}={self.skill_dir(seed)}",
+                    *self.common, *self.hier]
+        return [*head, "--layer", "all", *self.common, *self.args(arm)]
+
+    def jobs(self, seed: int) -> list[tuple[Path, list[str], int]]:
+        """(run folder, command, env steps) of the seed's runs, in training order (skills before the hierarchy)."""
+        out = [(self.run_dir(arm, seed), self.command(arm, seed), self.arm_steps(arm, seed)) for arm in FLAT_ARMS]
+        if self.skills is not None:
+            out.append((self.skill_dir(seed), self.skill_command(seed), self.skills.steps))
+        return out + [(self.run_dir(HIER, seed), self.command(HIER, seed), self.arm_steps(HIER, seed))]
+
+    def budget(self) -> dict[str, int]:
+        return {"steps": self.steps, "skill_steps": self.skills.steps if self.skills else 0}
+
+
+# ---- training ----------------------------------------------------------------------------------
+def check_budget(plan: ProtocolPlan, write: bool) -> None:
+    """Runs in OUT belong to one budget (OUT/protocol.json): finished runs of another one must not be
+    reused, as a run that trained more steps counts as finished."""
+    record = plan.out / "protocol.json"
+    if record.is_file():
+        was = json.loads(record.read_text())
+        if was != plan.budget():
+            raise SystemExit(f"{plan.out} holds runs of another budget ({was}, this plan {plan.budget()}); "
+                             "fix: pass another --out, or remove that folder")
+    elif write:
+        plan.out.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(plan.budget()))
+
+
+def train_all(plan: ProtocolPlan, log: Callable[[str], None] = print) -> None:
+    """Train every missing run (a seed's skill run before its hierarchy, whose budget it sets)."""
+    check_budget(plan, write=True)
+    for seed in plan.seeds:
+        for arm in FLAT_ARMS:
+            train_run(plan.run_dir(arm, seed), plan.command(arm, seed), plan.arm_steps(arm, seed),
+                      plan.out / "timings.json", log)
+        if plan.skills is not None:
+            train_run(plan.skill_dir(seed), plan.skill_command(seed), plan.skills.steps, plan.out / "timings.json", log)
+        train_run(plan.run_dir(HIER, seed), plan.command(HIER, seed), plan.arm_steps(HIER, seed),
+                  plan.out / "timings.json", log)
+
+
+# ---- the statistics ----------------------------------------------------------------------------
+def better_flat(finals: dict[str, Sequence[float]]) -> str:
+    """The flat arm with the higher mean final outcome (`flat` on a tie): the one a claim must beat."""
+    means = {arm: float(np.mean(finals[arm])) for arm in FLAT_ARMS}
+    return SHAPED if means[SHAPED] > means[FLAT] else FLAT
+
+
+def verdict(diff: CI) -> str:
+    """'stands' only if the hierarchy minus the better flat arm has an interval above 0; 'not judged'
+    where there is no interval (fewer than 2 seeds an arm)."""
+    if not np.isfinite(diff[1]):
+        return "not judged"
+    return "stands" if diff[1] > 0 else "does not stand"
+
+
+def reach_ci(per_seed: Sequence[float | None]) -> dict[str, Any]:
+    """Steps-to-threshold over seeds: how many reached it, and the mean with a Student-t interval over
+    those that did (no interval from fewer than 2)."""
+    reached = [float(s) for s in per_seed if s is not None]
+    if len(reached) >= 2:
+        ci = t_ci(reached)
+    else:
+        ci = (reached[0], float("nan"), float("nan")) if reached else NAN
+    return {"per_seed": list(per_seed), "reached": len(reached), "ci": ci}
+
+
+def seeds_t_ci(per_seed: Sequence[float], rate: bool = False) -> CI:
+    """The seeds' mean with its Student-t interval (hdppo.stats.t_ci); a rate's (an outcome that is
+    0 or 1 in every episode) clipped to [0, 1], where the t interval of few seeds can reach past."""
+    m, lo, hi = t_ci(per_seed)
+    return (m, max(lo, 0.0), min(hi, 1.0)) if rate and np.isfinite(m) else (m, lo, hi)
+
+
+def paired_ci(a: Sequence[float], b: Sequence[float]) -> CI:
+    """mean(a - b) over paired values (one pair per seed) with a Student-t interval."""
+    return t_ci([x - y for x, y in zip(a, b)])
+
+
+def seed_points(plan: ProtocolPlan, arm: str, seed: int, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """The (env frame, outcome) training curve of one arm's seed; the hierarchy's skill run first,
+    its own run after it, shifted by the skill run's frames."""
+    x, y = outcome_curve(plan.run_dir(arm, seed), key)
+    if arm != HIER or plan.skills is None:
+        return x, y
+    sx, sy = outcome_curve(plan.skill_dir(seed), key)
+    return np.concatenate([sx, x + plan.skill_frames(seed)]), np.concatenate([sy, y])
+
+
+def on_grid(x: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """A curve interpolated onto `grid`, NaN before its first point (all NaN without points)."""
+    if not len(x):
+        return np.full(len(grid), np.nan)
+    c = np.interp(grid, x, y)
+    c[grid < x[0]] = np.nan
+    return c
+
+
+def seeds_mean(curves: list[np.ndarray]) -> np.ndarray:
+    stack = np.stack(curves)
+    seen = np.isfinite(stack).any(axis=0)
+    out = np.full(stack.shape[1], np.nan)
+    out[seen] = np.nanmean(stack[:, seen], axis=0)
+    return out
+
+
+def arm_commands(plan: ProtocolPlan, arm: str, seed: int) -> list[list[str]]:
+    """The `hdppo train` commands of one arm's seed: the hierarchy's skill run, then its own run."""
+    if arm == HIER and plan.skills is not None:
+        return [plan.skill_command(seed), plan.command(HIER, seed)]
+    return [plan.command(arm, seed)]
+
+
+def frames(plan: ProtocolPlan, arm: str, seed: int) -> int:
+    """The env frames the arm's seed trained, its skill run's included."""
+    state = json.loads((plan.run_dir(arm, seed) / "state.json").read_text())
+    return int(state.get("env_steps", 0)) + (plan.skill_frames(seed) if arm == HIER else 0)
+
+
+def minutes(plan: ProtocolPlan, arm: str) -> list[float | None]:
+    """Training wall minutes of each seed's run (skill run included; OUT/timings.json, as
+    examples.studies.evidence.train_run writes it), None where not timed here."""
+    timings = plan.out / "timings.json"
+    times = json.loads(timings.read_text()) if timings.is_file() else {}
+    out: list[float | None] = []
+    for seed in plan.seeds:
+        names = [plan.run_dir(arm, seed).name] + ([plan.skill_dir(seed).name] if arm == HIER and plan.skills else [])
+        out.append(sum(times[n] for n in names) / 60.0 if all(n in times for n in names) else None)
+    return out
+
+
+# ---- the diagnostics ---------------------------------------------------------------------------
+def top_layer(run: Path) -> tuple[str, int | None]:
+    """The run's top layer, and the size of its action (goal) space when Discrete (else None)."""
+    import gymnasium as gym
+
+    from hdppo.runfolder import load_run_config, resolve_scenario
+    from hdppo.team.scenario import load_scenario
+    config = load_run_config(run)
+    scenario = load_scenario(resolve_scenario(run, config))
+    layers = scenario.build_layers(scenario.make_config(config["scenario_overrides"]))
+    space = layers[0].goal_space
+    return layers[0].name, int(space.n) if isinstance(space, gym.spaces.Discrete) else None
+
+
+def late_entropy(run: Path, layer: str) -> float:
+    """The layer's policy entropy (metrics/LAYER.csv `entropy`) averaged over the last tenth of its
+    logged env steps (at least its last row); NaN if it logged none (e.g. no update yet)."""
+    if not scope_file(run, layer).is_file():
+        return float("nan")
+    rows = [r for r in read_csv(run, layer) if np.isfinite(r.get("entropy", np.nan))]
+    if not rows:
+        return float("nan")
+    last = rows[-1]["step"]
+    late = [r["entropy"] for r in rows if r["step"] >= (1 - LATE) * last] or [rows[-1]["entropy"]]
+    return float(np.mean(late))
+
+
+def diagnose(plan: ProtocolPlan, finals: list[float], goal_counts: list[dict[str, Any]],
+             eval_seed: int) -> dict[str, Any]:
+    """Why the hierarchy does as it does, from its finished runs: goal success per layer (the final
+    eval's goal counts of each seed), its commander's late entropy, and its final team with a
+    uniformly random commander."""
+    runs = [plan.run_dir(HIER, s) for s in plan.seeds]
+    top, n_goals = top_layer(runs[0])
+    success: dict[str, list[float]] = {}
+    counts: dict[str, list[int]] = {}
+    random_top: list[float] = []
+    for seed, run, goals in zip(plan.seeds, runs, goal_counts):
+        for layer, by_goal in goals.items():
+            n, ok = by_goal["all"]
+            success.setdefault(layer, []).append(ok / n if n else float("nan"))
+            total = counts.setdefault(layer, [0, 0])
+            total[0], total[1] = total[0] + n, total[1] + ok
+        eps = final_episodes(run, plan.eval_episodes, eval_seed + seed, uniform=(top,))
+        random_top.append(float(np.mean([float(e.get(plan.outcome, np.nan)) for e in eps])))
+    entropy = [late_entropy(run, top) for run in runs]
+    return {"top": top, "n_goals": n_goals,
+            "goal_success": {layer: {"per_seed": v, "ci": seeds_t_ci(v, rate=True), "goals": counts[layer]}
+                             for layer, v in success.items()},
+            "entropy": {"per_seed": entropy, "ci": t_ci(entropy),
+                        "uniform": float(np.log(n_goals)) if n_goals else None},
+            "random_top": {"per_seed": random_top, "ci": seeds_t_ci(random_top, plan.rate),
+                           "trained_minus_random": paired_ci(finals, random_top)}}
+
+
+def summarize(plan: ProtocolPlan, eval_seed: int = 12345) -> dict[str, Any]:
+    """Per arm the seeds' final eval and its t interval, the better flat arm, the hierarchy's
+    difference to it and the verdict, steps-to-threshold, minutes and frames per run, diagnostics."""
+    trained = {arm: [frames(plan, arm, s) for s in plan.seeds] for arm in ARMS}
+    # the curves up to the most frames a run trained (a run ends on a whole rollout, past its budget)
+    grid = np.linspace(0, max(plan.steps, *(f for fs in trained.values() for f in fs)), 101)
+    arms: dict[str, Any] = {}
+    for arm in ARMS:
+        finals, team = [], []
+        also: dict[str, list[float]] = {k: [] for k in plan.also}
+        curves: list[np.ndarray] = []
+        goals: list[dict[str, Any]] = []
+        for seed in plan.seeds:
+            goals.append({})
+            eps = final_episodes(plan.run_dir(arm, seed), plan.eval_episodes, eval_seed + seed, goal_counts=goals[-1])
+            finals.append(float(np.mean([float(e.get(plan.outcome, np.nan)) for e in eps])))
+            team.append(float(np.mean([float(e["team_return"]) for e in eps])))
+            for k in plan.also:
+                also[k].append(float(np.mean([float(e.get(k, np.nan)) for e in eps])))
+            curves.append(on_grid(*seed_points(plan, arm, seed, plan.outcome), grid))
+        curve = seeds_mean(curves)
+        arms[arm] = {"args": plan.args(arm), "per_seed": finals, "ci": seeds_t_ci(finals, plan.rate),
+                     "team_return": t_ci(team), "also": {k: t_ci(v) for k, v in also.items()},
+                     "curve": curve.tolist(), "curve_final": final_value(curve),
+                     "seed_curves": [c.tolist() for c in curves], "frames": trained[arm], "minutes": minutes(plan, arm),
+                     "commands": [shlex.join(c) for s in plan.seeds for c in arm_commands(plan, arm, s)],
+                     "goals": goals}
+    best = better_flat({a: arms[a]["per_seed"] for a in FLAT_ARMS})
+    diff = diff_ci(arms[HIER]["per_seed"], arms[best]["per_seed"])
+    best_mean = arms[best]["ci"][0]
+    out: dict[str, Any] = {"arms": arms, "grid": grid.tolist(), "better_flat": best, "diff": diff,
+                           "ratio": arms[HIER]["ci"][0] / best_mean if best_mean > 0 else None,
+                           "verdict": verdict(diff), "budget": plan.budget()}
+    threshold, source = plan.threshold, "given"
+    if threshold is None:
+        start = min(first_value(np.asarray(arms[a]["curve"])) for a in ARMS)
+        target = arms[best]["curve_final"]
+        improved = bool(np.isfinite(target) and target > start)
+        threshold, source = ((target, "better flat arm's final") if improved
+                             else (None, "not improved" if np.isfinite(target) else "no curve"))
+    out["threshold"], out["threshold_source"] = threshold, source
+    for arm in ARMS:
+        arms[arm]["to_threshold"] = None if threshold is None else reach_ci(
+            [steps_to_reach(grid, np.asarray(c), threshold) for c in arms[arm]["seed_curves"]])
+    out["why"] = diagnose(plan, arms[HIER]["per_seed"], arms[HIER]["goals"], eval_seed)
+    return out
+
+
+# ---- the report --------------------------------------------------------------------------------
+def _ci(ci: Sequence[float], digits: int = 3) -> str:
+    m, lo, hi = ci
+    if not np.isfinite(m):
+        return "-"
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"{m:.{digits}f}"
+    return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _per(values: Sequence[float], digits: int = 2) -> str:
+    """Per-seed values, '-' where a seed has none."""
+    return ", ".join(f"{x:.{digits}f}" if np.isfinite(x) else "-" for x in values)
+
+
+def _k(steps: float) -> str:
+    return f"{steps / 1000:,.0f}k" if steps >= 10_000 else f"{steps:,.0f}"
+
+
+def _steps_ci(ci: Sequence[float]) -> str:
+    m, lo, hi = ci
+    if not np.isfinite(m):
+        return "-"
+    return _k(m) + (f" [{_k(lo)}, {_k(hi)}]" if np.isfinite(lo) else " (one seed: no interval)")
+
+
+def _minutes(values: list[float | None]) -> str:
+    timed = [v for v in values if v is not None]
+    if not timed:
+        return "-"
+    med = f"{float(np.median(timed)):.1f}"
+    return med + (f" ({min(timed):.1f}-{max(timed):.1f})" if len(timed) > 1 else "") + (
+        f", {len(timed)} of {len(values)} timed" if len(timed) < len(values) else "")
+
+
+def _frames(values: list[int]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
+
+
+def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command: str,
+             made: dict[str, Any] | None = None) -> str:
+    arms, best, o = summary["arms"], summary["better_flat"], plan.outcome
+    n = len(plan.seeds)
+    sk = plan.skills
+    budget = f"**{plan.steps:,} env frames per run** in every arm"
+    if sk is not None:
+        frozen = " (the skills frozen)" if sk.layer not in sk.then.split(",") else " (the skills trained on)"
+        budget += (f"; the hierarchy's include its skill run: {sk.steps:,} frames of `hdppo train --skills` (its "
+                   f"units learn to reach the goals of an untrained commander), then the rest in its own run, "
+                   f"`--layer {sk.then} --load {sk.layer}=SKILLRUN`{frozen}")
+    lines = [f"# Evidence: {plan.scenario} ({plan.name or plan.scenario}), the hierarchy against the better flat arm",
+             "", f"Reproduce with `{command}` ({3 * n + (n if sk else 0)} training runs; finished ones are reused).",
+             "", f"The protocol of [the evidence pages](README.md#the-protocol): {budget}"
+             + (f"; every run with `{' '.join(plan.common)}`" if plan.common else "") + f"; seeds {plan.seeds}. "
+             f"Each final team is played for {plan.eval_episodes} fresh episodes (`hdppo.runtime.evaluate.play`, "
+             f"sampled actions, eval seed 12345 + the seed). Intervals are 95% Student-t intervals across the "
+             f"seeds' means ({n} seeds, {n - 1} degree{'s' if n != 2 else ''} of freedom"
+             + ("; a rate's clipped to [0, 1]" if plan.rate else "") + "); the difference between two arms is a "
+             "Welch interval. A run ends on a whole rollout, so it "
+             "may pass its budget by part of one: the frames column gives what the runs trained.", "",
+             f"| arm | `hdppo train` arguments | env frames per run | final {o} (eval) | per seed | team return | "
+             + "".join(f"{k} | " for k in plan.also) + "training min per run (median, range) |",
+             "|---|---|---:|---|---|---|" + "---|" * len(plan.also) + "---:|"]
+    for arm in ARMS:
+        s = arms[arm]
+        per = _per(s["per_seed"])
+        mark = " (the better flat arm)" if arm == best else ""
+        lines.append(f"| **{arm}**: {TITLES[arm]}{mark} | `{' '.join(s['args']) or 'defaults'}` | "
+                     f"{_frames(s['frames'])} | {_ci(s['ci'])} | {per} | {_ci(s['team_return'])} | "
+                     + "".join(f"{_ci(s['also'][k])} | " for k in plan.also) + f"{_minutes(s['minutes'])} |")
+    d, v = summary["diff"], summary["verdict"]
+    ratio = summary["ratio"]
+    other = arms[FLAT if best == SHAPED else SHAPED]["ci"][0]
+    tie = "; a tie, so the plain flat arm is taken" if other == arms[best]["ci"][0] else ""
+    lines += ["", f"The better flat arm is **{best}** (mean final {o} {arms[best]['ci'][0]:.3f} against "
+                  f"{other:.3f}{tie}). The hierarchy minus {best}: "
+                  f"**{_ci(d)}** (Welch, 95%)" + (f"; the ratio of the means is {ratio:.2f}" if ratio is not None
+                                                 else "") + ".", ""]
+    if v == "stands":
+        lines.append(f"**Verdict: the claim stands.** The hierarchy's final {o} is above the better flat arm's, "
+                     f"the interval of the difference above 0.")
+    elif v == "does not stand":
+        worse = d[2] < 0
+        lines.append(f"**Verdict: the claim does not stand.** The hierarchy's final {o} is "
+                     + ("below the better flat arm's (the interval of the difference below 0): the hierarchy "
+                        "loses." if worse else "not shown above the better flat arm's (the interval of the "
+                                               "difference holds 0): a tie at this budget and seed count."))
+    else:
+        lines.append("**Verdict: not judged**: the difference has no interval (fewer than 2 seeds an arm).")
+    lines += ["", f"![{o} curves]({png_name})", ""]
+    th = summary["threshold"]
+    if th is None and summary["threshold_source"] == "no curve":
+        lines.append(f"**Steps to threshold:** none; the better flat arm's training curve holds no point (a point "
+                     f"averages the last 200 episodes and needs {MIN_EPISODES} finished ones: the budget is too small "
+                     f"for a curve), so there is no threshold to reach.")
+    elif th is None:
+        lines.append(f"**Steps to threshold:** none; the better flat arm's {o} did not rise above where the arms "
+                     f"started, so there is no threshold worth reaching.")
+    else:
+        what = "the better flat arm's final training value" if summary["threshold_source"] != "given" else "given"
+        lines += [f"**Steps to threshold:** env frames until each seed's own training curve ({o} over the last 200 "
+                  f"episodes; the hierarchy's from its skill run on) first reaches {th:.3f} ({what}); mean and "
+                  f"95% t interval over the seeds that reached it:", "",
+                  "| arm | seeds that reached it | frames (mean, 95% CI) | per seed |", "|---|---|---|---|"]
+        for arm in ARMS:
+            st = arms[arm]["to_threshold"]
+            per = ", ".join("-" if x is None else _k(x) for x in st["per_seed"])
+            lines.append(f"| {arm} | {st['reached']} of {n} | {_steps_ci(st['ci'])} | {per} |")
+    lines += ["", *why_lines(plan, summary), "", "Runs (exact commands):", ""]
+    for arm in ARMS:
+        lines += [f"- `{c}`" for c in arms[arm]["commands"]]
+    lines += ["", "Made by (each run's `provenance.json`, and the code that wrote this report):", ""]
+    runs = [plan.run_dir(a, s) for a in ARMS for s in plan.seeds] + (
+        [plan.skill_dir(s) for s in plan.seeds] if sk else [])
+    lines += [f"- runs: {m}" for m in sorted({provenance.describe(provenance.read(r)) for r in runs})]
+    lines.append(f"- report: {provenance.describe(made or provenance.provenance())}")
+    return "\n".join(lines) + "\n"
+
+
+def why_lines(plan: ProtocolPlan, summary: dict[str, Any]) -> list[str]:
+    """The diagnostics section: goal success per layer, commander entropy, the random commander."""
+    why, o = summary["why"], plan.outcome
+    top = why["top"]
+    head = ("Why the hierarchy does not win here" if summary["verdict"] != "stands"
+            else "What the hierarchy's parts do")
+    lines = [f"## {head}", "",
+             "From the hierarchy's finished runs, per seed, then the mean with a 95% t interval across the seeds.",
+             "", "| measure | mean [95% CI] | per seed | read against |", "|---|---|---|---|"]
+    for layer, g in why["goal_success"].items():
+        n, ok = g["goals"]
+        lines.append(f"| goal success of `{layer}` (eval: share of the goals it received that it reached) | "
+                     f"{_ci(g['ci'])} | {_per(g['per_seed'], 3)} | {ok:,} of {n:,} goals "
+                     f"over all seeds |")
+    e = why["entropy"]
+    ref = f"uniform over its {why['n_goals']} goals: ln {why['n_goals']} = {e['uniform']:.3f}" if e["uniform"] else "-"
+    lines.append(f"| entropy of the commander `{top}`, last tenth of its training (metrics/{top}.csv) | "
+                 f"{_ci(e['ci'])} | {_per(e['per_seed'], 3)} | {ref} |")
+    r = why["random_top"]
+    lines.append(f"| final {o} with `{top}` uniformly random (`hdppo eval --uniform {top}`) | {_ci(r['ci'])} | "
+                 f"{_per(r['per_seed'])} | the trained commander: "
+                 f"{_ci(summary['arms'][HIER]['ci'])} |")
+    lines.append(f"| trained minus random commander (paired by seed) | {_ci(r['trained_minus_random'])} | | |")
+    lines.append("")
+    if not why["goal_success"]:
+        lines.append("The scenario reports no goal success (no layer has a `goal_success` test).")
+    dm, dlo, dhi = r["trained_minus_random"]
+    if np.isfinite(dlo):
+        if dlo > 0:
+            lines.append(f"- The trained commander's goals add {dm:.3f} [{dlo:.3f}, {dhi:.3f}] {o} over random goals: "
+                         "its choices matter.")
+        elif dhi < 0:
+            lines.append(f"- Random goals do better than the trained commander's ({-dm:.3f} more {o}): "
+                         "its choices hurt.")
+        else:
+            lines.append("- The trained commander is not shown to do better than random goals (the paired "
+                         "difference's interval holds 0): whatever the team achieves, its choices of goals are "
+                         "not shown to be the reason.")
+    if e["uniform"] and np.isfinite(e["ci"][0]):
+        lines.append(f"- The commander's late entropy is {e['ci'][0] / e['uniform']:.2f} of the uniform policy's"
+                     + (": it still chooses almost at random." if e["ci"][0] > 0.9 * e["uniform"] else "."))
+    return lines
+
+
+def plot(plan: ProtocolPlan, summary: dict[str, Any], png: Path) -> Path:
+    """Left: the outcome while training, per arm (seeds thin, their mean bold; the hierarchy's from its
+    skill run on). Right: the final eval per arm with its t interval, and the random commander's."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax, bar) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [2, 1]})
+    grid = np.asarray(summary["grid"])
+    for i, arm in enumerate(ARMS):
+        for seed in plan.seeds:
+            x, y = seed_points(plan, arm, seed, plan.outcome)
+            ax.plot(x, y, color=f"C{i}", alpha=0.3, linewidth=0.8)
+        ax.plot(grid, summary["arms"][arm]["curve"], color=f"C{i}", linewidth=2,
+                label=f"{arm} ({len(plan.seeds)} seeds)")
+    if plan.skills is not None:
+        ax.axvline(plan.skills.steps, color="C2", linestyle=":", linewidth=1, label="hier: skills end")
+    if summary["threshold"] is not None:
+        ax.axhline(summary["threshold"], color="grey", linestyle="--", linewidth=0.8, label="threshold")
+    ax.set_xlim(0, grid[-1])
+    if not np.isfinite(np.asarray([summary["arms"][a]["curve"] for a in ARMS], float)).any():
+        ax.text(0.5, 0.5, f"no curve point yet\n(a point needs {MIN_EPISODES} finished episodes)",
+                transform=ax.transAxes, ha="center", va="center", color="grey")
+    ax.set_xlabel("env frames (the hierarchy's skill run included)")
+    ax.set_ylabel(f"{plan.outcome} (last 200 episodes)")
+    ax.set_title(f"{plan.name or plan.scenario}: {plan.outcome} while training")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    bars = [(arm, summary["arms"][arm]["ci"]) for arm in ARMS]
+    bars.append((f"hier, random {summary['why']['top']}", summary["why"]["random_top"]["ci"]))
+    for i, (_, (m, lo, hi)) in enumerate(bars):
+        err = [[m - lo], [hi - m]] if np.isfinite(lo) else None
+        bar.bar(i, m, color=f"C{min(i, 2)}", alpha=1.0 if i < 3 else 0.45, yerr=err, capsize=4)
+    bar.set_xticks(range(len(bars)), [b[0] for b in bars], rotation=15, fontsize=8)
+    bar.set_ylabel(f"final {plan.outcome} (eval, 95% t CI)")
+    bar.set_title(f"verdict: {summary['verdict']}")
+    bar.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return png
+
+
+# ---- the command line --------------------------------------------------------------------------
+def parser(plan: ProtocolPlan, description: str | None = None,
+           out_help: str = "folder of the runs (finished runs are reused)") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description or f"{plan.scenario}: the evidence protocol's three arms")
+    p.add_argument("--steps", type=int, default=plan.steps, help="env frames per run (the skill run's included)")
+    p.add_argument("--skill-steps", type=int, default=plan.skills.steps if plan.skills else 0,
+                   help="env frames of the hierarchy's skill run, counted in its budget (0: none)"
+                   if plan.skills else argparse.SUPPRESS)
+    p.add_argument("--seeds", type=int, nargs="+", default=plan.seeds)
+    p.add_argument("--out", default=str(plan.out), help=out_help)
+    p.add_argument("--episodes", type=int, default=plan.eval_episodes, help="eval episodes per run")
+    p.add_argument("--threshold", type=float, default=plan.threshold,
+                   help=f"{plan.outcome} of steps-to-threshold (default: the better flat arm's final)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a further `hdppo train` key of every run (repeatable), e.g. --set workers=1")
+    p.add_argument("--write", metavar="DIR", help="write DIR/NAME.md and DIR/NAME.png (default: into --out)")
+    p.add_argument("--tag", default="", help="name the report NAME-TAG.md/.png (e.g. a shorter budget)")
+    p.add_argument("--report-only", action="store_true", help="skip training; report the runs in --out")
+    return p
+
+
+def configure(plan: ProtocolPlan, args: argparse.Namespace) -> ProtocolPlan:
+    """The plan with the command line's budget, seeds, folder and settings (the given plan unchanged)."""
+    skills = None
+    if plan.skills is not None and args.skill_steps:
+        skills = dataclasses.replace(plan.skills, steps=args.skill_steps)
+    for item in args.set:
+        if "=" not in item:
+            raise SystemExit(f"--set {item!r}: write KEY=VALUE, e.g. --set workers=1")
+    keys = {item.partition("=")[0] for item in args.set}
+    common = [a for a in plan.common if a.partition("=")[0] not in keys] + list(args.set)   # --set replaces a key
+    try:
+        return dataclasses.replace(plan, steps=args.steps, seeds=list(args.seeds), out=Path(args.out),
+                                   eval_episodes=args.episodes, threshold=args.threshold, skills=skills,
+                                   common=common)
+    except ValueError as exc:
+        raise SystemExit(f"--steps {args.steps} --skill-steps {args.skill_steps}: {exc}") from None
+
+
+def run(plan: ProtocolPlan, args: argparse.Namespace, command: str,
+        log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train what is missing (unless --report-only), summarize, write NAME.md, NAME.png and OUT/summary.json."""
+    made = provenance.provenance()          # before this report writes its own files into the checkout
+    check_budget(plan, write=False)
+    refuse_stale([job for seed in plan.seeds for job in plan.jobs(seed)])
+    if not args.report_only:
+        train_all(plan, log)
+    summary = summarize(plan)
+    write = Path(args.write) if args.write else plan.out
+    base = plan.name or plan.scenario
+    name = f"{base}-{args.tag}" if args.tag else base
+    png = plot(plan, summary, write / f"{name}.png")
+    text = markdown(plan, summary, png.name, command, made)
+    (write / f"{name}.md").write_text(text)
+    (plan.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    log(text)
+    return summary
+
+
+def main(plan: ProtocolPlan, script: str, argv: list[str] | None = None) -> dict[str, Any]:
+    """The protocol's command line for the script at path `script`; its reports' reproduce command is
+    `python SCRIPT` with these arguments (less --report-only)."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python", script, *[a for a in given if a != "--report-only"]])
+    args = parser(plan).parse_args(given)
+    return run(configure(plan, args), args, command)

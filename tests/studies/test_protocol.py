@@ -1,0 +1,151 @@
+"""The evidence protocol's statistics against values worked out by hand, and its budget accounting
+with a skills stage (examples.studies.protocol); the end-to-end run is in slow/test_protocol_grid.py."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from examples.studies.protocol import (
+    FLAT,
+    HIER,
+    SHAPED,
+    ProtocolPlan,
+    SkillStage,
+    better_flat,
+    check_budget,
+    configure,
+    frames,
+    late_entropy,
+    paired_ci,
+    reach_ci,
+    seed_points,
+    seeds_t_ci,
+    verdict,
+)
+from hdppo.engine.metrics import MetricsSink
+from hdppo.stats import diff_ci, t_ci
+
+HIER_FINALS = [0.6, 0.8, 0.7, 0.9, 1.0]      # mean 0.8, sample variance 0.1 / 4 = 0.025
+FLAT_FINALS = [0.2, 0.4, 0.3, 0.5, 0.6]      # mean 0.4, the same variance
+
+
+def test_student_t_interval_of_five_seeds_by_hand():
+    # half width = t(0.975, 4) * sqrt(0.025 / 5) = 2.776445 * 0.0707107 = 0.196324
+    m, lo, hi = t_ci(HIER_FINALS)
+    assert (m, lo, hi) == pytest.approx((0.8, 0.603676, 0.996324), abs=1e-6)
+
+
+def test_a_rates_interval_is_clipped_to_0_1():
+    # [0, 0.375]: mean 0.1875, sd 0.265165, se 0.1875, t(0.975, 1) = 12.706205 -> half 2.382413
+    assert seeds_t_ci([0.0, 0.375]) == pytest.approx((0.1875, -2.194913, 2.569913), abs=1e-6)
+    assert seeds_t_ci([0.0, 0.375], rate=True) == pytest.approx((0.1875, 0.0, 1.0))
+
+
+def test_welch_difference_and_the_verdict_by_hand():
+    # se = sqrt(0.025/5 + 0.025/5) = 0.1; Welch dof = 0.01^2 / (2 * 0.005^2 / 4) = 8; t(0.975, 8) = 2.306004
+    d = diff_ci(HIER_FINALS, FLAT_FINALS)
+    assert d == pytest.approx((0.4, 0.169400, 0.630600), abs=1e-6)
+    assert verdict(d) == "stands"
+    assert verdict(diff_ci(HIER_FINALS, [x + 0.3 for x in FLAT_FINALS])) == "does not stand"   # (0.1, -0.13, 0.33)
+    assert verdict(diff_ci([0.5], FLAT_FINALS)) == "not judged"                             # one seed: no interval
+    assert verdict((0.0, 0.0, 0.0)) == "does not stand"          # equal, no spread: not above 0
+
+
+def test_the_better_flat_arm_is_the_one_with_the_higher_mean():
+    assert better_flat({FLAT: FLAT_FINALS, SHAPED: [0.1, 0.9, 0.5, 0.5, 0.5]}) == SHAPED     # 0.5 > 0.4
+    assert better_flat({FLAT: FLAT_FINALS, SHAPED: [0.0, 0.0, 0.0, 0.0, 2.0]}) == FLAT       # 0.4 = 0.4: plain
+    assert better_flat({FLAT: [1.0, 1.0], SHAPED: [0.0, 0.5]}) == FLAT
+
+
+def test_steps_to_threshold_interval_over_the_seeds_that_reached_it():
+    # [300, 500]: mean 400, sd 141.421, se 100, t(0.975, 1) = 12.706205
+    got = reach_ci([300.0, None, 500.0])
+    assert got["reached"] == 2 and got["per_seed"] == [300.0, None, 500.0]
+    assert got["ci"] == pytest.approx((400.0, 400.0 - 1270.6205, 400.0 + 1270.6205), abs=1e-3)
+    one = reach_ci([None, 700.0])
+    assert one["reached"] == 1 and one["ci"][0] == 700.0 and np.isnan(one["ci"][1])
+    assert reach_ci([None, None])["reached"] == 0
+
+
+def test_random_commander_difference_is_paired_by_seed():
+    # differences 0.1, 0.3, 0.2: mean 0.2, sd 0.1, t(0.975, 2) = 4.302653 -> half 0.248414
+    assert paired_ci([0.5, 0.7, 0.9], [0.4, 0.4, 0.7]) == pytest.approx((0.2, -0.048414, 0.448414), abs=1e-6)
+
+
+def _plan(tmp_path: Path, skills: int | None = 1000) -> ProtocolPlan:
+    return ProtocolPlan("grid", "success", 4000, ["layers=1"], ["layers=1", "ent_coef=0.05"], ["layers=2"],
+                        skills=SkillStage(skills) if skills else None, seeds=[0], out=tmp_path, common=["workers=1"])
+
+
+def _state(run: Path, env_steps: int) -> None:
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "state.json").write_text(json.dumps({"env_steps": env_steps, "finished": True}))
+
+
+def test_the_skill_runs_frames_count_in_the_hierarchys_budget(tmp_path):
+    plan = _plan(tmp_path)
+    flat, hier = plan.command(FLAT, 0), plan.command(HIER, 0)
+    assert flat[flat.index("--steps") + 1] == "4000" and flat[flat.index("--layer") + 1] == "all"
+    assert hier[hier.index("--steps") + 1] == "3000"                     # before the skill run: its budget
+    assert hier[hier.index("--layer") + 1] == "high" and f"low={tmp_path / 'hier-skills-seed0'}" in hier
+    skill = plan.skill_command(0)
+    assert "--skills" in skill and skill[skill.index("--steps") + 1] == "1000" and "layers=2" in skill
+    assert [job[0].name for job in plan.jobs(0)] == ["flat-seed0", "flat_shaped-seed0", "hier-skills-seed0",
+                                                     "hier-seed0"]
+    _state(plan.skill_dir(0), 1024)                                     # it ended on a whole rollout
+    assert plan.arm_steps(HIER, 0) == 2976 and plan.command(HIER, 0)[4] == "2976"
+    _state(plan.run_dir(HIER, 0), 2976)
+    _state(plan.run_dir(FLAT, 0), 4096)
+    assert frames(plan, HIER, 0) == 4000 and frames(plan, FLAT, 0) == 4096
+    without = _plan(tmp_path / "none", skills=None)
+    assert without.arm_steps(HIER, 0) == 4000 and "--load" not in without.command(HIER, 0)
+    with pytest.raises(ValueError, match="fewer than"):
+        _plan(tmp_path, skills=4000)
+
+
+def test_runs_of_another_budget_are_refused(tmp_path):
+    plan = _plan(tmp_path)
+    check_budget(plan, write=True)
+    check_budget(plan, write=False)                                      # the same budget: fine
+    other = _plan(tmp_path, skills=2000)
+    with pytest.raises(SystemExit, match="another budget"):
+        check_budget(other, write=False)
+
+
+def test_command_line_settings_replace_the_plans_own(tmp_path):
+    plan = _plan(tmp_path)
+    args = argparse.Namespace(steps=8000, skill_steps=500, seeds=[3, 4], out=str(tmp_path / "x"), episodes=7,
+                              threshold=0.5, set=["workers=2", "backend=inline"])
+    got = configure(plan, args)
+    assert got.common == ["workers=2", "backend=inline"] and got.skills is not None and got.skills.steps == 500
+    assert (got.steps, got.seeds, got.eval_episodes, got.threshold) == (8000, [3, 4], 7, 0.5)
+    assert plan.steps == 4000 and plan.common == ["workers=1"]           # the given plan is unchanged
+    assert configure(plan, argparse.Namespace(**{**vars(args), "skill_steps": 0})).skills is None
+
+
+def _curve(run: Path, points: list[tuple[int, float]], extra: dict | None = None, scope: str = "run") -> None:
+    sink = MetricsSink(run, tensorboard=False)
+    for step, value in points:
+        sink.log(scope, step, {"success": value, "episodes": 100, **(extra or {})} if scope == "run"
+                 else {"entropy": value})
+    sink.close()
+
+
+def test_the_hierarchys_curve_runs_from_its_skill_run_on(tmp_path):
+    plan = _plan(tmp_path)
+    _curve(plan.skill_dir(0), [(500, 0.1), (1000, 0.2)])
+    _state(plan.skill_dir(0), 1000)
+    _curve(plan.run_dir(HIER, 0), [(1000, 0.5), (3000, 0.9)])
+    x, y = seed_points(plan, HIER, 0, "success")
+    assert x.tolist() == [500, 1000, 2000, 4000] and y.tolist() == [0.1, 0.2, 0.5, 0.9]
+
+
+def test_late_entropy_is_the_mean_of_the_last_tenth_of_the_steps(tmp_path):
+    run = tmp_path / "r"
+    _curve(run, [(100, 1.4), (500, 1.2), (905, 0.9), (1000, 0.7)], scope="high")
+    assert late_entropy(run, "high") == pytest.approx(0.8)              # steps >= 900: 0.9 and 0.7
+    assert np.isnan(late_entropy(run, "mid"))
