@@ -30,8 +30,10 @@ collection rounds (2,048 steps with 2 workers x 16 copies) and its exact count i
 Wall-clock is the whole training process on both sides (start-up included); BenchMARL's includes
 its periodic evaluations, hdppo's final evaluation is not included.
 
-Finished runs (RUNS/TASK/ARM/seed_S/result.json) are reused; `--fresh` redoes them; `--report-only`
-trains nothing and reports the finished runs it finds, listing the missing ones at the top.
+Finished runs (RUNS/TASK/ARM/seed_S/result.json, or the records of the report's data file
+WRITE/PAGE-runs.json, so a comparison can go on over several sittings or machines) are reused;
+`--fresh` redoes them; `--report-only` trains nothing and reports the finished runs it finds,
+listing the missing ones at the top.
 """
 from __future__ import annotations
 
@@ -176,16 +178,24 @@ def hdppo_command(task: str, arm: str, seed: int, frames: int, folder: Path, ext
             "--out", str(folder / "run"), *HDPPO_ARGS[arm], *[f"{k}={v}" for k, v in fixed.items()], *extra]
 
 
-def changed_since(task: str, arm: str, seed: int, frames: int, folder: Path, extra: list[str]) -> list[str]:
+def changed_since(task: str, arm: str, seed: int, frames: int, folder: Path, extra: list[str],
+                  record: dict | None = None) -> list[str]:
     """Settings where a finished hdppo run differs from what its command gives with this code (e.g. a
-    default changed since it ran); empty for BenchMARL arms."""
+    default changed since it ran), read from its run folder or, for a record kept in the report's data
+    file, from the config the record kept; empty for BenchMARL arms."""
     if arm.startswith("benchmarl"):
         return []
-    from examples.studies.same_run import changed_settings
-    return changed_settings(folder / "run", hdppo_command(task, arm, seed, frames, folder, extra)[2:])
+    from examples.studies.same_run import changed_from, changed_settings
+    argv = hdppo_command(task, arm, seed, frames, folder, extra)[2:]
+    if (folder / "run" / "config.json").exists():
+        return changed_settings(folder / "run", argv)
+    if record and "config" in record:
+        return changed_from(record["config"], argv)
+    return ["the run's settings (no run folder, and the record kept no config)"]
 
 
 def run_hdppo(task: str, arm: str, seed: int, frames: int, folder: Path, extra: list[str]) -> None:
+    from hdppo.runfolder import load_run_config
     n_agents = task_spec(task, folder.parents[2])[1]
     run = folder / "run"
     cmd = hdppo_command(task, arm, seed, frames, folder, extra)
@@ -208,6 +218,7 @@ def run_hdppo(task: str, arm: str, seed: int, frames: int, folder: Path, extra: 
               "process_wall_s": wall, "fps": steps / wall, "final_return": evaluation["team_return"][0] / n_agents,
               "train_curve": curve, "eval_curve": [(steps, evaluation["team_return"][0] / n_agents)],
               "command": shlex.join(cmd), "eval_command": shlex.join(ev), "gamma": 0.99, "eval_episodes": 10,
+              "config": {k: v for k, v in load_run_config(run).items() if k in ("train", "scenario_config", "layers")},
               "deterministic_eval": True}
     (folder / "result.json").write_text(json.dumps(result, indent=1))
 
@@ -338,7 +349,7 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
     sections: list[str] = []
     verdicts: dict[str, dict[str, tuple[str, str, float | None]]] = {}
     for task, by_arm in results.items():
-        sections += [f"## {task}", "", f"![{task}]({task}.png)", "",
+        sections += [f"## {task}", "", f"![{task}]({png_name(args.page, task)})", "",
                      "| arm | frames | final return per seed | mean [95% CI] | return - MAPPO [95% CI] | verdict "
                      "| training return, first -> last 10% | wall-clock s | training s | frames/s | wall vs MAPPO |",
                      "|" + "---|" * 11]
@@ -363,11 +374,26 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
             sections.append(f"| {arm} | {runs[0]['frames']:,} | {', '.join(fmt(f) for f in finals)} | {ci} | {vs} | "
                             f"{verdict} | {fmt(first)} -> {fmt(last)} | {wall:.0f} | {train:.0f} | "
                             f"{np.mean([r['frames'] / r['process_wall_s'] for r in runs]):.0f} | {fmt_ratio(ratio)} |")
-        plot(task, by_arm, out / f"{task}.png")
+        plot(task, by_arm, out / png_name(args.page, task))
         sections.append("")
-    path = out / "external.md"
+    path = out / f"{args.page}.md"
     path.write_text("\n".join(lines + summary(verdicts) + sections) + "\n")
+    records = [r for by_arm in results.values() for runs in by_arm.values() for r in runs]
+    (out / f"{args.page}-runs.json").write_text(json.dumps(records, indent=1))
     return path
+
+
+def png_name(page: str, task: str) -> str:
+    """external.md keeps its TASK.png; another page's plots are PAGE-TASK.png beside it."""
+    return f"{task}.png" if page == "external" else f"{page}-{task}.png"
+
+
+def known_records(path: Path) -> dict[tuple[str, str, int], dict]:
+    """The finished runs a report's data file (PAGE-runs.json) holds, by (task, arm, seed)."""
+    if not path.exists():
+        return {}
+    return {(r["task"], r["arm"], r["seed"]): r for r in json.loads(path.read_text())
+            if {"task", "arm", "seed"} <= r.keys()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -379,7 +405,10 @@ def main(argv: list[str] | None = None) -> None:
                         "ships a config for (wheel, dispersion, give_way, sampling, ...), run at its task "
                         "parameters on both sides")
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, from {', '.join(ARMS)}")
-    p.add_argument("--write", default=str(ROOT / "docs" / "evidence"), help="where external.md and the PNGs go")
+    p.add_argument("--write", default=str(ROOT / "docs" / "evidence"), help="where the page and its PNGs go")
+    p.add_argument("--page", default="external",
+                   help="the report's name: WRITE/PAGE.md, its PNGs and its data file WRITE/PAGE-runs.json, whose "
+                        "finished runs a later call reuses (default external)")
     p.add_argument("--runs", default=str(ROOT / "runs" / "vs_benchmarl"), help="run folders (reused when finished)")
     p.add_argument("--fresh", action="store_true", help="redo runs that already have a result")
     p.add_argument("--report-only", action="store_true",
@@ -412,6 +441,7 @@ def main(argv: list[str] | None = None) -> None:
             bm_python = benchmarl_python()
     results: dict[str, dict[str, list[dict]]] = {}
     missing: list[str] = []
+    known = {} if args.fresh else known_records(Path(args.write) / f"{args.page}-runs.json")
     for task in tasks:
         for arm in arms_for(task, arms, Path(args.runs)):
             for seed in args.seed_list:
@@ -419,9 +449,9 @@ def main(argv: list[str] | None = None) -> None:
                 done = folder / "result.json"
                 extra = [] if arm.startswith("benchmarl") else args.hdppo_set
                 asked = {"frames_asked": args.frames, "hdppo_set": extra}
-                old = json.loads(done.read_text()) if done.exists() else {}
+                old = json.loads(done.read_text()) if done.exists() else known.get((task, arm, seed), {})
                 same = old.get("frames_asked") == asked["frames_asked"] and old.get("hdppo_set", []) == extra
-                changed = changed_since(task, arm, seed, args.frames, folder, extra) if same else []
+                changed = changed_since(task, arm, seed, args.frames, folder, extra, old) if same else []
                 if changed:
                     print(f"{folder} was made with settings its command no longer gives: {'; '.join(changed)}",
                           flush=True)
@@ -440,10 +470,10 @@ def main(argv: list[str] | None = None) -> None:
                         run_benchmarl(bm_python, task, arm, seed, args.frames, interval, folder, args.benchmarl_threads)
                     else:
                         run_hdppo(task, arm, seed, args.frames, folder, extra)
-                    r = json.loads(done.read_text())
-                    r.update(asked)               # a later call with another budget or setting redoes the run
-                    done.write_text(json.dumps(r, indent=1))
-                r = json.loads(done.read_text())
+                    old = json.loads(done.read_text())
+                    old.update(asked)             # a later call with another budget or setting redoes the run
+                    done.write_text(json.dumps(old, indent=1))
+                r = old
                 print(f"  final return {fmt(r['final_return'])}, {r['process_wall_s']:.0f} s, "
                       f"{r['frames'] / r['process_wall_s']:.0f} frames/s", flush=True)
                 results.setdefault(task, {}).setdefault(arm, []).append(r)

@@ -21,8 +21,9 @@ def vs():
 
 
 def runs(arm: str, finals: list[float], wall: float) -> list[dict]:
-    return [{"arm": arm, "frames": 150_000, "final_return": f, "process_wall_s": wall, "wall_s": wall - 5,
-             "train_curve": [(0, f - 1.0), (150_000, f)], "eval_curve": [(150_000, f)]} for f in finals]
+    return [{"arm": arm, "task": "simple_spread", "seed": seed, "frames": 150_000, "final_return": f,
+             "process_wall_s": wall, "wall_s": wall - 5, "train_curve": [(0, f - 1.0), (150_000, f)],
+             "eval_curve": [(150_000, f)]} for seed, f in enumerate(finals)]
 
 
 def write(vs, tmp_path: Path, frames: int, seeds: int) -> str:
@@ -30,7 +31,8 @@ def write(vs, tmp_path: Path, frames: int, seeds: int) -> str:
                                  "hdppo_flat": runs("hdppo_flat", [2.5, 3.0, 3.5], 80.0),
                                  "hdppo_flat_decentralized": runs("hdppo_flat_decentralized", [1.5, 1.6, 1.7], 100.0),
                                  "hdppo_squads": runs("hdppo_squads", [-5.0, -5.1, -4.9], 50.0)}}
-    args = argparse.Namespace(frames=frames, seed_list=list(range(seeds)), benchmarl_threads=1, hdppo_set=[])
+    args = argparse.Namespace(frames=frames, seed_list=list(range(seeds)), benchmarl_threads=1, hdppo_set=[],
+                              page="external")
     return vs.report(results, args, tmp_path, "python examples/benchmarks/vs_benchmarl.py", None).read_text()
 
 
@@ -52,7 +54,8 @@ def test_each_arm_gets_its_difference_to_mappo_and_a_verdict(vs, tmp_path):
 
 def test_a_report_of_non_default_hdppo_settings_says_so(vs, tmp_path):
     results = {"navigation": {"hdppo_flat": runs("hdppo_flat", [0.5, 0.6, 0.7], 80.0)}}
-    args = argparse.Namespace(frames=150_000, seed_list=[0, 1, 2], benchmarl_threads=1, hdppo_set=["epochs=16"])
+    args = argparse.Namespace(frames=150_000, seed_list=[0, 1, 2], benchmarl_threads=1, hdppo_set=["epochs=16"],
+                              page="external")
     text = vs.report(results, args, tmp_path, "python vs_benchmarl.py --hdppo-set epochs=16", None).read_text()
     assert "**not its defaults**: `epochs=16`" in text
     assert "not its defaults" not in write(vs, tmp_path, 150_000, 3)
@@ -98,7 +101,7 @@ def test_the_summary_counts_each_arms_targets_over_the_tasks(vs, tmp_path):
                            "benchmarl_ippo": runs("benchmarl_ippo", [0.0, 0.5, 1.0], 300.0),
                            "hdppo_flat": runs("hdppo_flat", [2.5, 3.0, 3.5], 100.0)},         # above, 4x
                "transport": {"hdppo_flat": runs("hdppo_flat", [0.1, 0.2, 0.3], 50.0)}}        # no MAPPO run
-    args = argparse.Namespace(frames=150_000, seed_list=[0, 1, 2], benchmarl_threads=1, hdppo_set=[])
+    args = argparse.Namespace(frames=150_000, seed_list=[0, 1, 2], benchmarl_threads=1, hdppo_set=[], page="external")
     text = vs.report(results, args, tmp_path, "python vs_benchmarl.py", None).read_text()
     summary = text[text.index("## Summary"):text.index("## navigation")]
     assert "| navigation | hdppo_flat | -0.300 [" in summary and "| below | 6.00x |" in summary
@@ -190,6 +193,8 @@ def test_changed_since_compares_the_real_run_folder_with_the_arms_command(vs, tm
     seen = []
     import examples.studies.same_run as same_run
     monkeypatch.setattr(same_run, "changed_settings", lambda run, argv: seen.append((run, argv)) or ["x"])
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text("{}")          # a real run folder: its config is what is read
     assert vs.changed_since("navigation", "hdppo_flat_epochs4", 2, 60_000, tmp_path, ["lr=1e-4"]) == ["x"]
     run, argv = seen[0]
     assert run == tmp_path / "run" and argv[0] == "vmas_navigation"
@@ -213,5 +218,35 @@ def test_another_vmas_task_runs_at_benchmarls_task_parameters_on_both_sides(vs, 
     assert vs.hdppo_command("wheel", "hdppo_flat", 0, 6000, tmp_path / "runs" / "wheel" / "hdppo_flat" / "seed_0",
                             [])[2] == scenario
     assert vs.arms_for("wheel", ["hdppo_flat", "hdppo_squads"], tmp_path / "runs") == ["hdppo_flat"]  # 3 agents
-    with pytest.raises(SystemExit, match="unknown task 'whel'.*wheel"):
+    with pytest.raises(SystemExit, match=r"unknown task 'whel'.*wheel"):
         vs.task_spec("whel", tmp_path / "runs")
+
+
+def test_the_data_file_keeps_every_run_and_a_later_call_reuses_them(vs, tmp_path, monkeypatch, capsys):
+    write(vs, tmp_path, 150_000, 3)
+    known = vs.known_records(tmp_path / "external-runs.json")
+    assert len(known) == 12 and known[("simple_spread", "hdppo_flat", 1)]["final_return"] == 3.0
+    # a call that finds these records (no run folders) trains nothing for the BenchMARL arm and reports them
+    records = [dict(r, frames_asked=150_000, hdppo_set=[]) for r in runs("benchmarl_mappo", [1.0, 2.0, 3.0], 400.0)]
+    (tmp_path / "other-runs.json").write_text(json.dumps(records))
+    monkeypatch.setattr(vs, "ensure_benchmarl", lambda: tmp_path / "no-venv" / "python")
+    monkeypatch.setattr(vs, "versions", lambda python: {})
+    monkeypatch.setattr(vs, "run_benchmarl", lambda *a: pytest.fail("a kept record was trained again"))
+    vs.main(["--frames", "150000", "--seeds", "3", "--tasks", "simple_spread", "--arms", "benchmarl_mappo",
+             "--runs", str(tmp_path / "runs"), "--write", str(tmp_path), "--page", "other"])
+    assert capsys.readouterr().out.count("reuse ") == 3
+    assert "![simple_spread](other-simple_spread.png)" in (tmp_path / "other.md").read_text()
+    assert (tmp_path / "other-simple_spread.png").is_file()
+
+
+def test_a_kept_hdppo_record_without_its_folder_is_checked_against_the_config_it_kept(vs, tmp_path):
+    folder = tmp_path / "runs" / "balance" / "hdppo_flat" / "seed_0"
+    assert vs.changed_since("balance", "hdppo_flat", 0, 6000, folder, [], {}) == [
+        "the run's settings (no run folder, and the record kept no config)"]
+    from examples.studies.same_run import resolved_config
+    argv = vs.hdppo_command("balance", "hdppo_flat", 0, 6000, folder, [])[2:]
+    kept = resolved_config(argv)
+    assert vs.changed_since("balance", "hdppo_flat", 0, 6000, folder, [], {"config": kept}) == []
+    kept["train"]["layers"]["low"]["epochs"] = 3
+    assert vs.changed_since("balance", "hdppo_flat", 0, 6000, folder, [], {"config": kept})[0].startswith(
+        "train.layers.low.epochs: 3 in the run")
