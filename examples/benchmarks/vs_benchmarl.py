@@ -474,6 +474,11 @@ def main(argv: list[str] | None = None) -> None:
                     old.update(asked)             # a later call with another budget or setting redoes the run
                     done.write_text(json.dumps(old, indent=1))
                 r = old
+                kept = folder / "run" / "config.json"
+                if arm.startswith("hdppo") and "config" not in r and kept.exists():  # made before records kept it
+                    from hdppo.runfolder import load_run_config
+                    r["config"] = {k: v for k, v in load_run_config(folder / "run").items()
+                                   if k in ("train", "scenario_config", "layers")}
                 print(f"  final return {fmt(r['final_return'])}, {r['process_wall_s']:.0f} s, "
                       f"{r['frames'] / r['process_wall_s']:.0f} frames/s", flush=True)
                 results.setdefault(task, {}).setdefault(arm, []).append(r)
