@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 from safetensors.numpy import load_file
 
 from tests.helpers import TINY_CLI
