@@ -27,7 +27,7 @@ second column adds them. Final teams are played for `--episodes` fresh episodes
 `--report-only` skips training, `--set KEY=VALUE` adds a key to every run (e.g. workers=1).
 
 The task pairs and budgets below are chosen from the scenarios' mechanics, not tuned by runs:
-docs/skills.md ("Transfer") says why.
+docs/skills.md (section 7, "The transfer study") says why.
 """
 from __future__ import annotations
 
