@@ -14,6 +14,9 @@ Rules (positions are continuous in [0, size]^2):
   living unit of the other team is.
 - The game ends when a team is eliminated (the other wins; both at once is a draw) or after
   `max_steps` steps, when the team holding more points wins (equal: draw, no win).
+- Rewards (`reward`): `dense` (the default) pays the weighted damage, kill, point and outcome
+  terms every step; `outcome` pays only `w_win` on the winning step; `points_end` pays only
+  `w_win` x the fraction of the points the team holds on the episode's last step.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from hdppo.sims import copy_rngs
 _S = np.sqrt(0.5)
 DIRS = np.array([[0, 0], [1, 0], [_S, _S], [0, 1], [-_S, _S], [-1, 0], [-_S, -_S], [0, -1], [_S, -_S]])
 N_MOVES = 9
+REWARDS = ("dense", "outcome", "points_end")     # SkirmishConfig.reward
 
 
 @dataclass
@@ -60,6 +64,8 @@ class SkirmishConfig(ScenarioConfig):
     w_point: float = 0.01           # team: x (points held - points the enemy holds) / n_points, per step
     w_win: float = 4.0              # team: +x on a win, -x on a loss
     w_hit: float = 0.2              # own: x damage this unit dealt
+    reward: str = "dense"           # dense: the w_* terms every step; outcome: w_win on a win, else 0;
+                                    # points_end: w_win x (points held / n_points) on the last step only
 
 
 def check_config(cfg: SkirmishConfig) -> None:
@@ -74,6 +80,8 @@ def check_config(cfg: SkirmishConfig) -> None:
         bad(f"n_melee={cfg.n_melee} does not fit a squad of {cfg.squad_size}", "use 0 <= n_melee <= squad_size")
     if not 0.0 <= cfg.difficulty <= 1.0:
         bad(f"difficulty={cfg.difficulty} is outside [0, 1]", "use 0 (easy) .. 1 (hard), e.g. difficulty=0.5")
+    if cfg.reward not in REWARDS:
+        bad(f"reward={cfg.reward!r} is not a reward mode", f"use one of {', '.join(REWARDS)}, e.g. reward=outcome")
     if cfg.size < 4 or cfg.point_radius <= 0 or cfg.speed <= 0:
         bad("size must be >= 4 and point_radius, speed > 0", "fix those values")
     if min(cfg.melee_hp, cfg.ranged_hp, cfg.melee_range, cfg.ranged_range) <= 0 or \
@@ -325,9 +333,13 @@ class SkirmishBatch(NumpyBatch):
         win = ended & ((them_out & ~us_out) | (fight & (held > 0)))
         loss = ended & ((us_out & ~them_out) | (fight & (held < 0)))
         self.won |= win
-        team = (cfg.w_damage * o_lost / self.o_max_hp.sum() - cfg.w_taken * u_lost / self.max_hp.sum()
-                + cfg.w_kill * kills / K + cfg.w_point * held / self.P + cfg.w_win * (win.astype(float) - loss))
-        rewards = np.where(live, team[:, None] + cfg.w_hit * hit_by_u, 0.0).astype(np.float32)
+        if cfg.reward == "dense":
+            team = (cfg.w_damage * o_lost / self.o_max_hp.sum() - cfg.w_taken * u_lost / self.max_hp.sum()
+                    + cfg.w_kill * kills / K + cfg.w_point * held / self.P + cfg.w_win * (win.astype(float) - loss))
+            rewards = np.where(live, team[:, None] + cfg.w_hit * hit_by_u, 0.0).astype(np.float32)
+        else:       # sparse: paid once, on the last step, to the units alive at its start (never negative)
+            paid = win if cfg.reward == "outcome" else ended * (self.owner == 1).sum(axis=1) / self.P
+            rewards = np.where(live, cfg.w_win * paid[:, None], 0.0).astype(np.float32)
         terminated = live & (died | ended[:, None])
         self.alive = live & ~terminated
         d2 = self._d2()

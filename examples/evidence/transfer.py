@@ -1,0 +1,514 @@
+"""The transfer study (issue 22, part 3): unit skills trained on one task, reused frozen under a fresh
+commander on another, against a flat team from scratch there and a flat team fine-tuned from the
+first task.
+
+    python examples/evidence/transfer.py --write docs/evidence   # docs/evidence/transfer-skirmish.md, -warehouse.md
+
+Per task pair (`--task skirmish warehouse`: the first task, the *source*, and the second, the
+*target*, are two maps / opponents of one scenario whose units observe and act the same), per seed:
+
+- `transfer`: `hdppo train SOURCE --skills` for `--skill-steps` frames (the units learn to reach the
+  goals of an untrained commander), then on the target a fresh commander and squads over those
+  units, frozen: `--layer high,mid --load low=SKILLRUN`, the upper layers on the env reward;
+- `flat`, `flat_shaped`: a flat team from scratch on the target, on the env reward and with the
+  scenario's goal-free shaping where it has one (skirmish's `w_int.low=0.1`; warehouse has none);
+- `finetuned`: a flat team trained on the source for `--pretrain-steps` frames, then trained on on
+  the target from those weights (`--layer all --load low=PRETRAINRUN`: `--load` on a layer that is
+  trained is a warm start, docs/skills.md).
+
+Every arm's run on the target has the same budget (`--steps`). The metric (the issue's target is
+<= 0.3): the target frames until a seed's training curve (the outcome over the last 200 episodes,
+metrics/run.csv) first reaches the from-scratch flat team's final outcome (the better flat arm's,
+by mean final eval, as in examples.studies.protocol; its seed-mean curve's final value), as a
+fraction of the budget, per seed, with a 95% Student-t interval across the seeds. The source
+frames (the skill run's, the pretraining's) are reported, and not counted in that fraction; a
+second column adds them. Final teams are played for `--episodes` fresh episodes
+(examples.studies.evidence.final_episodes). Finished runs in `--out`/transfer-TASK are reused,
+`--report-only` skips training, `--set KEY=VALUE` adds a key to every run (e.g. workers=1).
+
+The task pairs and budgets below are chosen from the scenarios' mechanics, not tuned by runs:
+docs/skills.md (section 7, "The transfer study") says why.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.studies
+from examples.studies.evidence import (
+    MIN_EPISODES,
+    final_episodes,
+    final_value,
+    first_value,
+    outcome_curve,
+    refuse_stale,
+    train_run,
+)
+from examples.studies.protocol import (
+    FLAT,
+    SHAPED,
+    _ci,
+    _frames,
+    _k,
+    _minutes,
+    _per,
+    better_flat,
+    on_grid,
+    reach_ci,
+    seeds_mean,
+    seeds_t_ci,
+)
+from hdppo import provenance
+from hdppo.stats import t_ci
+
+SCRIPT = "examples/evidence/transfer.py"
+TRANSFER, FINETUNED = "transfer", "finetuned"         # the arms that bring something from the source
+SKILLS, PRETRAIN = "skills", "pretrain"               # their runs on the source
+GOAL = 0.3                                            # the issue's target fraction of the from-scratch budget
+TITLES = {TRANSFER: "skills from the source, frozen, under a fresh commander",
+          FLAT: "flat from scratch, env reward", SHAPED: "flat from scratch, goal-free shaping",
+          FINETUNED: "flat trained on the source, then fine-tuned"}
+
+
+@dataclass
+class Task:
+    """A scenario and the keys that make one map / opponent of it."""
+
+    scenario: str
+    keys: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        return " ".join([self.scenario, *self.keys])
+
+
+@dataclass
+class TransferPlan:
+    name: str                           # the report's file name
+    outcome: str                        # episode key of `hdppo eval` and metrics/run.csv
+    source: Task
+    target: Task
+    steps: int                          # env frames of every arm's run on the target
+    skill_steps: int                    # the skill library's run on the source
+    pretrain_steps: int                 # the fine-tuned flat team's run on the source
+    flat: list[str]                     # `hdppo train` keys of the flat team (both tasks)
+    flat_shaped: list[str] | None       # the flat team with the goal-free shaping (None: the scenario has none)
+    hier: list[str]                     # the hierarchy's keys (its skill run's too)
+    skill_args: list[str] = field(default_factory=list)     # further keys of the skill run only
+    skill_layer: str = "low"
+    then: str = "high,mid"              # the layers the transfer arm trains over the frozen skills
+    flat_layer: str = "low"             # the flat team's one layer (what the fine-tune loads)
+    finetune_from: str = FLAT           # the flat arm whose keys the pretrained, fine-tuned team has
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
+    common: list[str] = field(default_factory=list)         # keys of every run
+    eval_episodes: int = 100
+    out: Path = Path("runs/evidence/transfer")
+    also: list[str] = field(default_factory=list)           # further episode keys from the final eval
+    rate: bool = False                  # the outcome is a rate: its intervals are clipped to [0, 1]
+    threshold: float | None = None      # None: the better from-scratch flat arm's final training value
+    goal: float = GOAL
+
+    def __post_init__(self) -> None:
+        if min(self.steps, self.skill_steps, self.pretrain_steps) < 1:
+            raise ValueError("every run needs a budget of at least 1 env frame")
+        if self.finetune_from not in self.flat_arms():
+            raise ValueError(f"finetune_from={self.finetune_from!r} is not one of the flat arms {self.flat_arms()}")
+
+    def flat_arms(self) -> list[str]:
+        return [FLAT] + ([SHAPED] if self.flat_shaped is not None else [])
+
+    def arms(self) -> list[str]:
+        """The arms on the target, in the report's order."""
+        return [TRANSFER, *self.flat_arms(), FINETUNED]
+
+    def args(self, run: str) -> list[str]:
+        if run in (TRANSFER, SKILLS):
+            return self.hier
+        if run in (FINETUNED, PRETRAIN):
+            return self.args(self.finetune_from)
+        return self.flat if run == FLAT else list(self.flat_shaped or [])
+
+    def run_dir(self, run: str, seed: int) -> Path:
+        return self.out / f"{run}-seed{seed}"
+
+    def _train(self, task: Task, steps: int, seed: int, run: str) -> list[str]:
+        return ["hdppo", "train", task.scenario, "--steps", str(steps), "--seed", str(seed),
+                "--out", str(self.run_dir(run, seed)), "--no-progress"]
+
+    def command(self, run: str, seed: int) -> list[str]:
+        """The `hdppo train` command of one run (an arm on the target, or SKILLS / PRETRAIN on the source)."""
+        if run == SKILLS:
+            return [*self._train(self.source, self.skill_steps, seed, run), "--skills", *self.common,
+                    *self.source.keys, *self.hier, *self.skill_args]
+        if run == PRETRAIN:
+            return [*self._train(self.source, self.pretrain_steps, seed, run), "--layer", "all", *self.common,
+                    *self.source.keys, *self.args(run)]
+        head = self._train(self.target, self.steps, seed, run)
+        if run == TRANSFER:
+            load = ["--layer", self.then, "--load", f"{self.skill_layer}={self.run_dir(SKILLS, seed)}"]
+        elif run == FINETUNED:
+            load = ["--layer", "all", "--load", f"{self.flat_layer}={self.run_dir(PRETRAIN, seed)}"]
+        else:
+            load = ["--layer", "all"]
+        return [*head, *load, *self.common, *self.target.keys, *self.args(run)]
+
+    def budget(self, run: str) -> int:
+        return {SKILLS: self.skill_steps, PRETRAIN: self.pretrain_steps}.get(run, self.steps)
+
+    def jobs(self, seed: int) -> list[tuple[Path, list[str], int]]:
+        """(run folder, command, env frames) of the seed's runs, each source run before the arm it feeds."""
+        order = [SKILLS, TRANSFER, *self.flat_arms(), PRETRAIN, FINETUNED]
+        return [(self.run_dir(r, seed), self.command(r, seed), self.budget(r)) for r in order]
+
+    def budgets(self) -> dict[str, int]:
+        return {"steps": self.steps, "skill_steps": self.skill_steps, "pretrain_steps": self.pretrain_steps}
+
+
+PLANS: dict[str, TransferPlan] = {
+    # skirmish: units trained on the default 20x20 map against difficulty 0.4, reused on a 32x32 map
+    # against 0.6 (same team, same 3 points: the units' observation and goals keep their widths)
+    "skirmish": TransferPlan(
+        name="transfer-skirmish", outcome="win", source=Task("skirmish"),
+        target=Task("skirmish", ["size=32", "difficulty=0.6"]), steps=1_000_000, skill_steps=200_000,
+        pretrain_steps=1_000_000, flat=["layers=1"], flat_shaped=["layers=1", "w_int.low=0.1"], hier=["layers=3"],
+        skill_args=["interval.mid=16", "interval.high=32"], then="high,mid", finetune_from=SHAPED,
+        common=["workers=2"], out=Path("runs/evidence/transfer-skirmish"), also=["enemies_killed", "units_lost"],
+        rate=True),
+    # warehouse: robots trained in the default 12x10 warehouse with 2 stations, reused in a 16x14 one
+    # with 3 stations (a robot's observation has the same width in any layout)
+    "warehouse": TransferPlan(
+        name="transfer-warehouse", outcome="delivery_rate", source=Task("warehouse"),
+        target=Task("warehouse", ["width=16", "height=14", "n_stations=3"]), steps=500_000, skill_steps=100_000,
+        pretrain_steps=500_000, flat=["layers=1"], flat_shaped=None, hier=["layers=3"], then="high,mid",
+        common=["workers=2"], out=Path("runs/evidence/transfer-warehouse"), also=["deliveries"], rate=True),
+}
+
+
+# ---- training ----------------------------------------------------------------------------------
+def check_budget(plan: TransferPlan, write: bool) -> None:
+    """Runs in OUT belong to one set of budgets (OUT/transfer.json): a finished run of more steps
+    would count as finished for fewer, so another plan's runs must not be reused."""
+    record = plan.out / "transfer.json"
+    if record.is_file():
+        was = json.loads(record.read_text())
+        if was != plan.budgets():
+            raise SystemExit(f"{plan.out} holds runs of other budgets ({was}, this plan {plan.budgets()}); "
+                             "fix: pass another --out, or remove that folder")
+    elif write:
+        plan.out.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(plan.budgets()))
+
+
+def train_all(plan: TransferPlan, log: Callable[[str], None] = print) -> None:
+    check_budget(plan, write=True)
+    for seed in plan.seeds:
+        for run, cmd, steps in plan.jobs(seed):
+            train_run(run, cmd, steps, plan.out / "timings.json", log)
+
+
+# ---- the metric --------------------------------------------------------------------------------
+def first_reach(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, threshold: float) -> float | None:
+    """The env frame of the first curve point at or above `threshold` (None if none is)."""
+    hit = np.flatnonzero(np.asarray(y, float) >= threshold)
+    return float(np.asarray(x, float)[hit[0]]) if len(hit) else None
+
+
+def fractions(reached: Sequence[float | None], budget: int, before: Sequence[int] | None = None) -> list[float | None]:
+    """Frames to the threshold per seed as a fraction of the from-scratch budget, None where a seed
+    never reached it; `before` (per seed) adds frames spent elsewhere first (the source runs)."""
+    extra = list(before) if before is not None else [0] * len(reached)
+    return [None if r is None else (r + e) / budget for r, e in zip(reached, extra)]
+
+
+def judge(per_seed: Sequence[float | None], goal: float = GOAL) -> dict[str, Any]:
+    """The seeds' fractions: how many reached the threshold, their mean with a Student-t interval
+    (protocol.reach_ci), and the verdict against `goal`: 'meets' (every seed reached it and the
+    interval lies at or below the goal), 'mean only' (the mean does, the interval reaches past),
+    'does not meet' (a seed never reached it, or the mean is above the goal), 'not judged'
+    (fewer than 2 seeds: no interval)."""
+    out = reach_ci(list(per_seed))
+    m, lo, hi = out["ci"]
+    if len(per_seed) < 2:
+        out["verdict"] = "not judged"
+    elif out["reached"] < len(per_seed) or not m <= goal:
+        out["verdict"] = "does not meet"
+    else:
+        out["verdict"] = "meets" if hi <= goal else "mean only"
+    return out
+
+
+# ---- the summary -------------------------------------------------------------------------------
+def frames(run: Path) -> int:
+    return int(json.loads((run / "state.json").read_text()).get("env_steps", 0))
+
+
+def run_minutes(plan: TransferPlan, run: str) -> list[float | None]:
+    """Wall minutes of each seed's run (OUT/timings.json, as evidence.train_run writes it)."""
+    timings = plan.out / "timings.json"
+    times = json.loads(timings.read_text()) if timings.is_file() else {}
+    names = [plan.run_dir(run, s).name for s in plan.seeds]
+    return [times[n] / 60.0 if n in times else None for n in names]
+
+
+def summarize(plan: TransferPlan, eval_seed: int = 12345) -> dict[str, Any]:
+    """Per arm the final evals and their interval; the threshold; per seed the frames and fraction of
+    the budget to reach it, with and without the source frames; the frozen units' goal success."""
+    trained = {r: [frames(plan.run_dir(r, s)) for s in plan.seeds] for r in [*plan.arms(), SKILLS, PRETRAIN]}
+    grid = np.linspace(0, max(plan.steps, *(f for r in plan.arms() for f in trained[r])), 101)
+    arms: dict[str, Any] = {}
+    for arm in plan.arms():
+        finals, team, curves = [], [], []
+        also: dict[str, list[float]] = {k: [] for k in plan.also}
+        goals: dict[str, list[float]] = {}
+        for seed in plan.seeds:
+            run = plan.run_dir(arm, seed)
+            counts: dict[str, Any] = {}
+            eps = final_episodes(run, plan.eval_episodes, eval_seed + seed, goal_counts=counts)
+            finals.append(float(np.mean([float(e.get(plan.outcome, np.nan)) for e in eps])))
+            team.append(float(np.mean([float(e["team_return"]) for e in eps])))
+            for k in plan.also:
+                also[k].append(float(np.mean([float(e.get(k, np.nan)) for e in eps])))
+            for layer, by_goal in counts.items():
+                n, ok = by_goal["all"]
+                goals.setdefault(layer, []).append(ok / n if n else float("nan"))
+            curves.append(on_grid(*outcome_curve(run, plan.outcome), grid))
+        curve = seeds_mean(curves)
+        source = {TRANSFER: SKILLS, FINETUNED: PRETRAIN}.get(arm)
+        arms[arm] = {"args": plan.args(arm), "per_seed": finals, "ci": seeds_t_ci(finals, plan.rate),
+                     "team_return": t_ci(team), "also": {k: t_ci(v) for k, v in also.items()},
+                     "goal_success": {k: {"per_seed": v, "ci": seeds_t_ci(v, rate=True)} for k, v in goals.items()},
+                     "curve": curve.tolist(), "curve_final": final_value(curve),
+                     "seed_curves": [c.tolist() for c in curves], "frames": trained[arm],
+                     "source_frames": trained[source] if source else None, "minutes": run_minutes(plan, arm),
+                     "source_minutes": run_minutes(plan, source) if source else None,
+                     "commands": [shlex.join(plan.command(r, s)) for s in plan.seeds
+                                  for r in ([source] if source else []) + [arm]]}
+    flat_finals = {a: arms[a]["per_seed"] for a in plan.flat_arms()}
+    ref = better_flat(flat_finals) if SHAPED in flat_finals else FLAT
+    out: dict[str, Any] = {"arms": arms, "grid": grid.tolist(), "reference": ref, "budgets": plan.budgets()}
+    threshold, source_of = plan.threshold, "given"
+    if threshold is None:
+        target, start = arms[ref]["curve_final"], first_value(np.asarray(arms[ref]["curve"]))
+        if np.isfinite(target) and target > start:
+            threshold, source_of = target, "reference final"
+        else:
+            threshold, source_of = None, "not improved" if np.isfinite(target) else "no curve"
+    out["threshold"], out["threshold_source"] = threshold, source_of
+    for arm in plan.arms():
+        if threshold is None:
+            arms[arm]["to_threshold"] = None
+            continue
+        steps = [first_reach(*outcome_curve(plan.run_dir(arm, s), plan.outcome), threshold) for s in plan.seeds]
+        frac = fractions(steps, plan.steps)
+        entry = {"steps": steps, "fraction": judge(frac, plan.goal)}
+        if arms[arm]["source_frames"] is not None:
+            entry["counted"] = judge(fractions(steps, plan.steps, arms[arm]["source_frames"]), plan.goal)
+        arms[arm]["to_threshold"] = entry
+    return out
+
+
+# ---- the report --------------------------------------------------------------------------------
+VERDICTS = {"meets": "meets the target", "mean only": "mean within the target, the interval not",
+            "does not meet": "does not meet the target", "not judged": "not judged (fewer than 2 seeds)"}
+
+
+def _fraction(j: dict[str, Any]) -> str:
+    m, lo, hi = j["ci"]
+    if not np.isfinite(m):
+        return "-"
+    return f"{m:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if np.isfinite(lo) else " (one seed: no interval)")
+
+
+def _fractions(values: Sequence[float | None]) -> str:
+    return ", ".join("-" if v is None else f"{v:.2f}" for v in values)
+
+
+def markdown(plan: TransferPlan, summary: dict[str, Any], png_name: str, command: str,
+             made: dict[str, Any] | None = None) -> str:
+    arms, o, n = summary["arms"], plan.outcome, len(plan.seeds)
+    runs = n * (len(plan.arms()) + 2)
+    lines = [f"# Evidence: transfer, {plan.source.describe()} -> {plan.target.describe()}", "",
+             f"Reproduce with `{command}` ({runs} training runs; finished ones are reused).", "",
+             f"The first task (the source) is `{plan.source.describe()}`, the second (the target) "
+             f"`{plan.target.describe()}`. Every arm trains **{plan.steps:,} env frames on the target** per run; "
+             f"`{TRANSFER}` first trains a skill library on the source for {plan.skill_steps:,} frames (`hdppo train "
+             f"--skills`), then a fresh `{plan.then}` over those units, frozen (`--layer {plan.then} --load "
+             f"{plan.skill_layer}=SKILLRUN`, the upper layers on the env reward); `{FINETUNED}` first trains the flat "
+             f"team (`{FINETUNED}`'s keys: those of `{plan.finetune_from}`) on the source for {plan.pretrain_steps:,} "
+             f"frames, then trains those weights on the target (`--layer all --load {plan.flat_layer}=PRETRAINRUN`). "
+             + (f"Every run has `{' '.join(plan.common)}`. " if plan.common else "")
+             + f"Seeds {plan.seeds}; each final team is played for {plan.eval_episodes} fresh episodes on the target "
+             f"(`hdppo.runtime.evaluate.play`, sampled actions, eval seed 12345 + the seed). Intervals are 95% "
+             f"Student-t intervals across the seeds ({n} seeds)" + ("; a rate's clipped to [0, 1]" if plan.rate
+                                                                   else "") + ".", "",
+             f"| arm | frames on the source | `hdppo train` keys | frames on the target | final {o} (eval) | per seed "
+             "| team return | " + "".join(f"{k} | " for k in plan.also) + "training min per run (target; source) |",
+             "|---|---:|---|---:|---|---|---|" + "---|" * len(plan.also) + "---:|"]
+    ref = summary["reference"]
+    for arm in plan.arms():
+        s = arms[arm]
+        src = _frames(s["source_frames"]) if s["source_frames"] else "-"
+        mark = " (the reference)" if arm == ref else ""
+        mins = _minutes(s["minutes"]) + (f"; {_minutes(s['source_minutes'])}" if s["source_minutes"] else "")
+        lines.append(f"| **{arm}**: {TITLES[arm]}{mark} | {src} | `{' '.join(s['args']) or 'defaults'}` | "
+                     f"{_frames(s['frames'])} | {_ci(s['ci'])} | {_per(s['per_seed'])} | {_ci(s['team_return'])} | "
+                     + "".join(f"{_ci(s['also'][k])} | " for k in plan.also) + f"{mins} |")
+    lines += ["", f"![{o} on the target]({png_name})", ""]
+    th = summary["threshold"]
+    if th is None:
+        why = (f"its training curve holds no point (a point averages the last 200 episodes and needs {MIN_EPISODES} "
+               "finished ones: the budget is too small for a curve)" if summary["threshold_source"] == "no curve"
+               else f"its {o} did not rise above where it started")
+        lines.append(f"**No threshold:** the reference flat arm (`{ref}`) sets none, as {why}; the fraction is "
+                     "not judged.")
+    else:
+        what = "given" if summary["threshold_source"] == "given" else (
+            f"the final training value of the from-scratch flat team, `{ref}`, the better flat arm by mean final "
+            f"eval (its seed-mean curve's last points)")
+        lines += [f"**Frames to the from-scratch flat team's final:** the target frames until each seed's own "
+                  f"training curve ({o} over the last 200 episodes) first reaches **{th:.3f}** ({what}), as a "
+                  f"fraction of the {plan.steps:,}-frame budget; the mean and its 95% t interval over the seeds that "
+                  f"reached it. The issue's target: at most **{plan.goal}**. The source frames are **not counted** "
+                  "in that fraction (a skill library, trained once, serves any number of targets); the last columns "
+                  "add them.", "",
+                  "| arm | seeds that reached it | target frames (mean) | fraction of the budget (mean [95% CI]) | "
+                  "per seed | verdict | counting the source frames: fraction | per seed | verdict |",
+                  "|---|---|---:|---|---|---|---|---|---|"]
+        for arm in plan.arms():
+            t = arms[arm]["to_threshold"]
+            f = t["fraction"]
+            reached = [x for x in t["steps"] if x is not None]
+            mean = _k(float(np.mean(reached))) if reached else "-"
+            row = (f"| {arm} | {f['reached']} of {n} | {mean} | {_fraction(f)} | {_fractions(f['per_seed'])} | "
+                   f"{VERDICTS[f['verdict']]} | ")
+            c = t.get("counted")
+            row += (f"{_fraction(c)} | {_fractions(c['per_seed'])} | {VERDICTS[c['verdict']]} |" if c
+                    else "- | - | - |")
+            lines.append(row)
+        v = arms[TRANSFER]["to_threshold"]["fraction"]["verdict"]
+        lines += ["", f"**Verdict: the transfer arm {VERDICTS[v]}** (at most {plan.goal} of the budget, every seed, "
+                      "the interval included)."]
+    success = arms[TRANSFER]["goal_success"]
+    if success:
+        lines += ["", "Goal success on the target (final eval: the share of the goals each layer received that it "
+                      "reached), of the transfer arm:", ""]
+        lines += [f"- `{layer}`: {_ci(g['ci'])} (per seed {_per(g['per_seed'], 3)})" for layer, g in success.items()]
+    lines += ["", "Runs (exact commands; each arm's source run before it):", ""]
+    for arm in plan.arms():
+        lines += [f"- `{c}`" for c in arms[arm]["commands"]]
+    lines += ["", "Made by (each run's `provenance.json`, and the code that wrote this report):", ""]
+    folders = [plan.run_dir(r, s) for r in [*plan.arms(), SKILLS, PRETRAIN] for s in plan.seeds]
+    lines += [f"- runs: {m}" for m in sorted({provenance.describe(provenance.read(r)) for r in folders})]
+    lines.append(f"- report: {provenance.describe(made or provenance.provenance())}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(plan: TransferPlan, summary: dict[str, Any], png: Path) -> Path:
+    """Left: the outcome on the target while training, per arm (seeds thin, their mean bold), the
+    threshold. Right: the fraction of the budget to reach it per arm, with its interval and the goal."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax, bar) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [2, 1]})
+    grid = np.asarray(summary["grid"])
+    for i, arm in enumerate(plan.arms()):
+        for seed in plan.seeds:
+            x, y = outcome_curve(plan.run_dir(arm, seed), plan.outcome)
+            ax.plot(x, y, color=f"C{i}", alpha=0.3, linewidth=0.8)
+        ax.plot(grid, summary["arms"][arm]["curve"], color=f"C{i}", linewidth=2,
+                label=f"{arm} ({len(plan.seeds)} seeds)")
+    if summary["threshold"] is not None:
+        ax.axhline(summary["threshold"], color="grey", linestyle="--", linewidth=0.8,
+                   label="threshold" if summary["threshold_source"] == "given" else f"{summary['reference']} final")
+    ax.set_xlim(0, grid[-1])
+    ax.set_xlabel("env frames on the target (source frames not shown)")
+    ax.set_ylabel(f"{plan.outcome} (last 200 episodes)")
+    ax.set_title(f"{plan.target.describe()}: {plan.outcome} while training")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    for i, arm in enumerate(plan.arms()):
+        t = summary["arms"][arm]["to_threshold"]
+        if t is None or not np.isfinite(t["fraction"]["ci"][0]):
+            continue
+        m, lo, hi = t["fraction"]["ci"]
+        bar.bar(i, m, color=f"C{i}", yerr=[[m - lo], [hi - m]] if np.isfinite(lo) else None, capsize=4)
+    bar.axhline(plan.goal, color="black", linestyle=":", linewidth=1, label=f"target {plan.goal}")
+    bar.set_xticks(range(len(plan.arms())), plan.arms(), rotation=15, fontsize=8)
+    bar.set_ylabel("fraction of the budget to reach the threshold")
+    bar.set_title("seeds that reached it, 95% t CI")
+    bar.legend(fontsize=8)
+    bar.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return png
+
+
+# ---- the command line --------------------------------------------------------------------------
+def configure(plan: TransferPlan, args: argparse.Namespace) -> TransferPlan:
+    """The plan with the command line's budgets, seeds, folder and keys (the given plan unchanged)."""
+    for item in args.set:
+        if "=" not in item:
+            raise SystemExit(f"--set {item!r}: write KEY=VALUE, e.g. --set workers=1")
+    keys = {item.partition("=")[0] for item in args.set}
+    common = [a for a in plan.common if a.partition("=")[0] not in keys] + list(args.set)
+    given = {"steps": args.steps, "skill_steps": args.skill_steps, "pretrain_steps": args.pretrain_steps,
+             "eval_episodes": args.episodes, "threshold": args.threshold}
+    try:
+        return dataclasses.replace(plan, seeds=list(args.seeds), out=Path(args.out) / plan.name, common=common,
+                                   **{k: v for k, v in given.items() if v is not None})
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+
+
+def run(plan: TransferPlan, args: argparse.Namespace, command: str,
+        log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train what is missing (unless --report-only), summarize, write NAME.md, NAME.png and OUT/summary.json."""
+    made = provenance.provenance()          # before this report writes its own files into the checkout
+    check_budget(plan, write=False)
+    refuse_stale([job for seed in plan.seeds for job in plan.jobs(seed)])
+    if not args.report_only:
+        train_all(plan, log)
+    summary = summarize(plan)
+    write = Path(args.write) if args.write else plan.out
+    name = f"{plan.name}-{args.tag}" if args.tag else plan.name
+    png = plot(plan, summary, write / f"{name}.png")
+    text = markdown(plan, summary, png.name, command, made)
+    (write / f"{name}.md").write_text(text)
+    (plan.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    log(text)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python", SCRIPT, *[a for a in given if a != "--report-only"]])
+    p = argparse.ArgumentParser(description="transfer: reused skills vs flat from scratch vs flat fine-tuned")
+    p.add_argument("--task", nargs="+", choices=list(PLANS), default=list(PLANS), help="the task pairs to report")
+    p.add_argument("--steps", type=int, help="env frames of every run on the target (default: the task's)")
+    p.add_argument("--skill-steps", type=int, help="env frames of the skill run on the source")
+    p.add_argument("--pretrain-steps", type=int, help="env frames of the flat team's run on the source")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--out", default="runs/evidence", help="folder of the runs, one subfolder per task (reused)")
+    p.add_argument("--episodes", type=int, help="eval episodes per run (default 100)")
+    p.add_argument("--threshold", type=float, help="the outcome to reach (default: the reference flat arm's final)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a further `hdppo train` key of every run (repeatable), e.g. --set workers=1")
+    p.add_argument("--write", metavar="DIR", help="write DIR/NAME.md and DIR/NAME.png (default: into the runs' folder)")
+    p.add_argument("--tag", default="", help="name the reports NAME-TAG.md/.png (e.g. a shorter budget)")
+    p.add_argument("--report-only", action="store_true", help="skip training; report the runs in --out")
+    args = p.parse_args(given)
+    return {task: run(configure(PLANS[task], args), args, command) for task in args.task}
+
+
+if __name__ == "__main__":
+    main()
