@@ -185,13 +185,15 @@ def plot(map_name: str, by_arm: dict[str, list[dict]], path: Path) -> None:
     plt.close(fig)
 
 
-def ci_text(ci: tuple[float, float, float]) -> str:
-    m, lo, hi = ci
-    return "-" if not np.isfinite(m) else f"{m:.2f} [{lo:.2f}, {hi:.2f}]"
+def ci_text(values: list[float]) -> str:
+    """The mean with its Student-t interval across seeds; one seed has no interval, only its value."""
+    from hdppo.stats import t_ci
+    m, lo, hi = t_ci(values)
+    return "-" if not np.isfinite(m) else f"{m:.2f}" if len(values) < 2 else f"{m:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
 def map_table(map_name: str, by_arm: dict[str, list[dict]]) -> list[str]:
-    from hdppo.stats import diff_ci, t_ci
+    from hdppo.stats import diff_ci
     mappo = by_arm.get("jaxmarl_mappo", [])
     mappo_wall = np.mean([r["process_wall_s"] for r in mappo]) if mappo else None
     lines = [f"## {map_name}", "", f"![{map_name}](smax-{map_name}.png)", "",
@@ -203,8 +205,8 @@ def map_table(map_name: str, by_arm: dict[str, list[dict]]) -> list[str]:
         wall = float(np.mean([r["process_wall_s"] for r in runs]))
         fps = float(np.mean([r["frames"] / r["process_wall_s"] for r in runs]))
         load = float(np.mean([(r["load_before"] + r["load_after"]) / 2 for r in runs]))
-        lines.append(f"| {arm} | {len(runs)} | {int(np.mean([r['frames'] for r in runs])):,} | {ci_text(t_ci(wins))} | "
-                     f"{ci_text(t_ci([r['win_greedy'] for r in runs]))} | "
+        lines.append(f"| {arm} | {len(runs)} | {int(np.mean([r['frames'] for r in runs])):,} | {ci_text(wins)} | "
+                     f"{ci_text([r['win_greedy'] for r in runs])} | "
                      f"{'-' if vs is None or not np.isfinite(vs[0]) else f'{vs[0]:+.2f} [{vs[1]:+.2f}, {vs[2]:+.2f}]'}"
                      f" | {wall:,.0f} | {fps:,.0f} | {'-' if mappo_wall is None else f'{mappo_wall / wall:.2f}x'} | "
                      f"{load:.1f} |")
