@@ -62,6 +62,7 @@ from examples.studies.protocol import (
     _minutes,
     _per,
     better_flat,
+    check_budget_record,
     on_grid,
     reach_ci,
     seeds_mean,
@@ -194,17 +195,8 @@ PLANS: dict[str, TransferPlan] = {
 
 # ---- training ----------------------------------------------------------------------------------
 def check_budget(plan: TransferPlan, write: bool) -> None:
-    """Runs in OUT belong to one set of budgets (OUT/transfer.json): a finished run of more steps
-    would count as finished for fewer, so another plan's runs must not be reused."""
-    record = plan.out / "transfer.json"
-    if record.is_file():
-        was = json.loads(record.read_text())
-        if was != plan.budgets():
-            raise SystemExit(f"{plan.out} holds runs of other budgets ({was}, this plan {plan.budgets()}); "
-                             "fix: pass another --out, or remove that folder")
-    elif write:
-        plan.out.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps(plan.budgets()))
+    """The plan's budgets against OUT/transfer.json (one set of budgets per folder)."""
+    check_budget_record(plan.out, "transfer.json", plan.budgets(), write)
 
 
 def train_all(plan: TransferPlan, log: Callable[[str], None] = print) -> None:

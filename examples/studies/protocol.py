@@ -139,18 +139,23 @@ class ProtocolPlan:
 
 
 # ---- training ----------------------------------------------------------------------------------
-def check_budget(plan: ProtocolPlan, write: bool) -> None:
-    """Runs in OUT belong to one budget (OUT/protocol.json): finished runs of another one must not be
-    reused, as a run that trained more steps counts as finished."""
-    record = plan.out / "protocol.json"
+def check_budget_record(out: Path, name: str, budget: Any, write: bool) -> None:
+    """Runs in OUT belong to one budget, recorded in OUT/NAME: finished runs of another one must not be
+    reused, as a run that trained more steps counts as finished for fewer. `write` records it."""
+    record = out / name
     if record.is_file():
         was = json.loads(record.read_text())
-        if was != plan.budget():
-            raise SystemExit(f"{plan.out} holds runs of another budget ({was}, this plan {plan.budget()}); "
+        if was != budget:
+            raise SystemExit(f"{out} holds runs of another budget ({was}, this plan {budget}); "
                              "fix: pass another --out, or remove that folder")
     elif write:
-        plan.out.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps(plan.budget()))
+        out.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(budget))
+
+
+def check_budget(plan: ProtocolPlan, write: bool) -> None:
+    """The plan's budget against OUT/protocol.json (check_budget_record)."""
+    check_budget_record(plan.out, "protocol.json", plan.budget(), write)
 
 
 def train_all(plan: ProtocolPlan, log: Callable[[str], None] = print) -> None:
