@@ -50,7 +50,6 @@ from examples.studies.evidence import (
     final_value,
     first_value,
     outcome_curve,
-    refuse_stale,
     train_run,
 )
 from examples.studies.protocol import (
@@ -65,6 +64,7 @@ from examples.studies.protocol import (
     check_budget_record,
     on_grid,
     reach_ci,
+    report,
     seeds_mean,
     seeds_t_ci,
 )
@@ -465,20 +465,8 @@ def configure(plan: TransferPlan, args: argparse.Namespace) -> TransferPlan:
 def run(plan: TransferPlan, args: argparse.Namespace, command: str,
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """Train what is missing (unless --report-only), summarize, write NAME.md, NAME.png and OUT/summary.json."""
-    made = provenance.provenance()          # before this report writes its own files into the checkout
-    check_budget(plan, write=False)
-    refuse_stale([job for seed in plan.seeds for job in plan.jobs(seed)])
-    if not args.report_only:
-        train_all(plan, log)
-    summary = summarize(plan)
-    write = Path(args.write) if args.write else plan.out
-    name = f"{plan.name}-{args.tag}" if args.tag else plan.name
-    png = plot(plan, summary, write / f"{name}.png")
-    text = markdown(plan, summary, png.name, command, made)
-    (write / f"{name}.md").write_text(text)
-    (plan.out / "summary.json").write_text(json.dumps(summary, indent=1))
-    log(text)
-    return summary
+    return report(plan, args, command, plan.name, check=check_budget, train=train_all, summarize=summarize,
+                  plot=plot, markdown=markdown, log=log)
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
