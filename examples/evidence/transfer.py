@@ -50,6 +50,7 @@ from examples.studies.evidence import (
     final_value,
     first_value,
     outcome_curve,
+    report,
     train_run,
 )
 from examples.studies.protocol import (
@@ -62,9 +63,9 @@ from examples.studies.protocol import (
     _per,
     better_flat,
     check_budget_record,
+    check_runs,
     on_grid,
     reach_ci,
-    report,
     seeds_mean,
     seeds_t_ci,
 )
@@ -465,8 +466,8 @@ def configure(plan: TransferPlan, args: argparse.Namespace) -> TransferPlan:
 def run(plan: TransferPlan, args: argparse.Namespace, command: str,
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """Train what is missing (unless --report-only), summarize, write NAME.md, NAME.png and OUT/summary.json."""
-    return report(plan, args, command, plan.name, check=check_budget, train=train_all, summarize=summarize,
-                  plot=plot, markdown=markdown, log=log)
+    return report(plan, args, command, plan.name, check=lambda: check_runs(plan, check_budget), train=train_all,
+                  summarize=summarize, plot=plot, markdown=markdown, log=log)
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:

@@ -397,16 +397,26 @@ def main(plan: EvidencePlan, script: str, argv: list[str] | None = None) -> dict
         if not sep or not label or "/" in label:
             p.error(f"--variant {spec!r}: write LABEL=ARGS, e.g. 'no-shaping=layers=3 w_int.low=0'")
         plan.variants.insert(len(plan.variants) - 1, Variant(label, shlex.split(rest)))
+    return report(plan, args, command, plan.scenario, check=lambda: check_current(plan), train=train_all,
+                  summarize=summarize, plot=plot_evidence, markdown=markdown)
+
+
+def report(plan: Any, args: argparse.Namespace, command: str, base: str, *, check: Callable[[], None],
+           train: Callable, summarize: Callable, plot: Callable, markdown: Callable,
+           log: Callable[[str], None] = print) -> dict[str, Any]:
+    """A report script's steps, the plan's own functions passed in: check that the finished runs are
+    still what their commands make, train what is missing (unless --report-only), summarize, write
+    NAME.md, NAME.png (NAME = base, or base-TAG) and OUT/summary.json."""
     made = provenance.provenance()          # before this report writes its own files into the checkout
-    check_current(plan)
+    check()
     if not args.report_only:
-        train_all(plan)
+        train(plan, log)
     summary = summarize(plan)
     write = Path(args.write) if args.write else plan.out
-    name = f"{plan.scenario}-{args.tag}" if args.tag else plan.scenario
-    png = plot_evidence(plan, summary, write / f"{name}.png")
+    name = f"{base}-{args.tag}" if args.tag else base
+    png = plot(plan, summary, write / f"{name}.png")
     text = markdown(plan, summary, png.name, command, made)
     (write / f"{name}.md").write_text(text)
     (plan.out / "summary.json").write_text(json.dumps(summary, indent=1))
-    print(text)
+    log(text)
     return summary

@@ -40,6 +40,7 @@ from examples.studies.evidence import (
     first_value,
     outcome_curve,
     refuse_stale,
+    report,
     steps_to_reach,
     train_run,
 )
@@ -610,33 +611,18 @@ def configure(plan: ProtocolPlan, args: argparse.Namespace) -> ProtocolPlan:
         raise SystemExit(f"--steps {args.steps} --skill-steps {args.skill_steps}: {exc}") from None
 
 
-def report(plan: Any, args: argparse.Namespace, command: str, base: str, *, check: Callable, train: Callable,
-           summarize: Callable, plot: Callable, markdown: Callable,
-           log: Callable[[str], None] = print) -> dict[str, Any]:
-    """A report script's steps, the plan's own functions passed in: check the folder's budget and the
-    runs' settings, train what is missing (unless --report-only), summarize, write NAME.md, NAME.png
-    (NAME = base, or base-TAG) and OUT/summary.json."""
-    made = provenance.provenance()          # before this report writes its own files into the checkout
-    check(plan, write=False)
-    refuse_stale([job for seed in plan.seeds for job in plan.jobs(seed)])
-    if not args.report_only:
-        train(plan, log)
-    summary = summarize(plan)
-    write = Path(args.write) if args.write else plan.out
-    name = f"{base}-{args.tag}" if args.tag else base
-    png = plot(plan, summary, write / f"{name}.png")
-    text = markdown(plan, summary, png.name, command, made)
-    (write / f"{name}.md").write_text(text)
-    (plan.out / "summary.json").write_text(json.dumps(summary, indent=1))
-    log(text)
-    return summary
-
-
 def run(plan: ProtocolPlan, args: argparse.Namespace, command: str,
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """Train what is missing (unless --report-only), summarize, write NAME.md, NAME.png and OUT/summary.json."""
-    return report(plan, args, command, plan.name or plan.scenario, check=check_budget, train=train_all,
-                  summarize=summarize, plot=plot, markdown=markdown, log=log)
+    return report(plan, args, command, plan.name or plan.scenario, check=lambda: check_runs(plan),
+                  train=train_all, summarize=summarize, plot=plot, markdown=markdown, log=log)
+
+
+def check_runs(plan: Any, budget: Callable[..., None] | None = None) -> None:
+    """The plan's folder holds runs of its budget (`budget`, check_budget by default), and its finished
+    runs are what their commands make."""
+    (budget or check_budget)(plan, write=False)
+    refuse_stale([job for seed in plan.seeds for job in plan.jobs(seed)])
 
 
 def main(plan: ProtocolPlan, script: str, argv: list[str] | None = None) -> dict[str, Any]:
