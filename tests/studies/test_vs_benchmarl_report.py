@@ -3,20 +3,15 @@ its budget label, the per-arm difference to MAPPO and the verdict against the is
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
-
 
 @pytest.fixture(scope="module")
 def vs():
-    spec = importlib.util.spec_from_file_location("vs_benchmarl", ROOT / "examples/benchmarks/vs_benchmarl.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    import examples.benchmarks.vs_benchmarl as module
     return module
 
 

@@ -5,7 +5,6 @@ record's settings are what its command makes."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import shlex
@@ -16,14 +15,11 @@ import pytest
 from hdppo.cli import main as cli_main
 from hdppo.engine.config import LayerConfig
 from hdppo.runfolder import load_run_config
-from tests.helpers import ROOT
 
 
 @pytest.fixture(scope="module")
 def vs():
-    spec = importlib.util.spec_from_file_location("vs_jaxmarl", ROOT / "examples/benchmarks/vs_jaxmarl.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    import examples.benchmarks.vs_jaxmarl as module
     return module
 
 
