@@ -51,6 +51,7 @@ from examples.studies.evidence import (
     first_value,
     outcome_curve,
     report,
+    save_png,
     train_run,
 )
 from examples.studies.protocol import (
@@ -439,11 +440,7 @@ def plot(plan: TransferPlan, summary: dict[str, Any], png: Path) -> Path:
     bar.set_title("seeds that reached it, 95% t CI")
     bar.legend(fontsize=8)
     bar.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=100)
-    plt.close(fig)
-    return png
+    return save_png(fig, png)
 
 
 # ---- the command line --------------------------------------------------------------------------

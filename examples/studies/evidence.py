@@ -277,6 +277,12 @@ def plot_evidence(plan: EvidencePlan, summary: dict[str, Any], png: Path) -> Pat
         ax.set_title(f"{plan.scenario}: {key} while training")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    return save_png(fig, png)
+
+
+def save_png(fig: Any, png: Path) -> Path:
+    """A report's figure, laid out, saved at PNG (its folder made) and closed; PNG."""
+    import matplotlib.pyplot as plt
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=100)

@@ -41,6 +41,7 @@ from examples.studies.evidence import (
     outcome_curve,
     refuse_stale,
     report,
+    save_png,
     steps_to_reach,
     train_run,
 )
@@ -565,11 +566,7 @@ def plot(plan: ProtocolPlan, summary: dict[str, Any], png: Path) -> Path:
     bar.set_ylabel(f"final {plan.outcome} (eval, 95% t CI)")
     bar.set_title(f"verdict: {summary['verdict']}")
     bar.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=100)
-    plt.close(fig)
-    return png
+    return save_png(fig, png)
 
 
 # ---- the command line --------------------------------------------------------------------------
