@@ -379,7 +379,10 @@ def report(results: dict, args: argparse.Namespace, out: Path, command: str, bm_
     path = out / f"{args.page}.md"
     path.write_text("\n".join(lines + summary(verdicts) + sections) + "\n")
     records = [r for by_arm in results.values() for runs in by_arm.values() for r in runs]
-    (out / f"{args.page}-runs.json").write_text(json.dumps(records, indent=1))
+    made = {(r["task"], r["arm"], r["seed"]) for r in records}
+    data = out / f"{args.page}-runs.json"     # a call on fewer tasks, arms or seeds keeps the file's other runs
+    records += [r for key, r in known_records(data).items() if key not in made]
+    data.write_text(json.dumps(records, indent=1))
     return path
 
 
@@ -442,46 +445,46 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, dict[str, list[dict]]] = {}
     missing: list[str] = []
     known = {} if args.fresh else known_records(Path(args.write) / f"{args.page}-runs.json")
-    for task in tasks:
-        for arm in arms_for(task, arms, Path(args.runs)):
-            for seed in args.seed_list:
-                folder = Path(args.runs) / task / arm / f"seed_{seed}"
-                done = folder / "result.json"
-                extra = [] if arm.startswith("benchmarl") else args.hdppo_set
-                asked = {"frames_asked": args.frames, "hdppo_set": extra}
-                old = json.loads(done.read_text()) if done.exists() else known.get((task, arm, seed), {})
-                same = old.get("frames_asked") == asked["frames_asked"] and old.get("hdppo_set", []) == extra
-                changed = changed_since(task, arm, seed, args.frames, folder, extra, old) if same else []
-                if changed:
-                    print(f"{folder} was made with settings its command no longer gives: {'; '.join(changed)}",
-                          flush=True)
-                if not args.fresh and same and not changed:
-                    print(f"reuse {folder}", flush=True)
-                elif args.report_only:
-                    why = "made with other settings" if changed else "not trained"
-                    print(f"missing {folder} (--report-only: {why})", flush=True)
-                    missing.append(f"{task}/{arm}/seed_{seed}" + (f" ({why})" if changed else ""))
-                    continue
-                else:
-                    shutil.rmtree(folder, ignore_errors=True)      # an unfinished or --fresh run starts over
-                    folder.mkdir(parents=True)
-                    print(f"run {task} {arm} seed {seed} ({args.frames:,} frames) -> {folder}", flush=True)
-                    if arm.startswith("benchmarl"):
-                        run_benchmarl(bm_python, task, arm, seed, args.frames, interval, folder, args.benchmarl_threads)
-                    else:
-                        run_hdppo(task, arm, seed, args.frames, folder, extra)
-                    old = json.loads(done.read_text())
-                    old.update(asked)             # a later call with another budget or setting redoes the run
-                    done.write_text(json.dumps(old, indent=1))
-                r = old
-                kept = folder / "run" / "config.json"
-                if arm.startswith("hdppo") and "config" not in r and kept.exists():  # made before records kept it
-                    from hdppo.runfolder import load_run_config
-                    r["config"] = {k: v for k, v in load_run_config(folder / "run").items()
-                                   if k in ("train", "scenario_config", "layers")}
-                print(f"  final return {fmt(r['final_return'])}, {r['process_wall_s']:.0f} s, "
-                      f"{r['frames'] / r['process_wall_s']:.0f} frames/s", flush=True)
-                results.setdefault(task, {}).setdefault(arm, []).append(r)
+    plan = [(seed, task, arm) for seed in args.seed_list for task in tasks       # seed 0 of everything first,
+            for arm in arms_for(task, arms, Path(args.runs))]                  # so a stopped sitting has pairs
+    for seed, task, arm in plan:
+        folder = Path(args.runs) / task / arm / f"seed_{seed}"
+        done = folder / "result.json"
+        extra = [] if arm.startswith("benchmarl") else args.hdppo_set
+        asked = {"frames_asked": args.frames, "hdppo_set": extra}
+        old = json.loads(done.read_text()) if done.exists() else known.get((task, arm, seed), {})
+        same = old.get("frames_asked") == asked["frames_asked"] and old.get("hdppo_set", []) == extra
+        changed = changed_since(task, arm, seed, args.frames, folder, extra, old) if same else []
+        if changed:
+            print(f"{folder} was made with settings its command no longer gives: {'; '.join(changed)}",
+                  flush=True)
+        if not args.fresh and same and not changed:
+            print(f"reuse {folder}", flush=True)
+        elif args.report_only:
+            why = "made with other settings" if changed else "not trained"
+            print(f"missing {folder} (--report-only: {why})", flush=True)
+            missing.append(f"{task}/{arm}/seed_{seed}" + (f" ({why})" if changed else ""))
+            continue
+        else:
+            shutil.rmtree(folder, ignore_errors=True)      # an unfinished or --fresh run starts over
+            folder.mkdir(parents=True)
+            print(f"run {task} {arm} seed {seed} ({args.frames:,} frames) -> {folder}", flush=True)
+            if arm.startswith("benchmarl"):
+                run_benchmarl(bm_python, task, arm, seed, args.frames, interval, folder, args.benchmarl_threads)
+            else:
+                run_hdppo(task, arm, seed, args.frames, folder, extra)
+            old = json.loads(done.read_text())
+            old.update(asked)             # a later call with another budget or setting redoes the run
+            done.write_text(json.dumps(old, indent=1))
+        r = old
+        kept = folder / "run" / "config.json"
+        if arm.startswith("hdppo") and "config" not in r and kept.exists():  # made before records kept it
+            from hdppo.runfolder import load_run_config
+            r["config"] = {k: v for k, v in load_run_config(folder / "run").items()
+                           if k in ("train", "scenario_config", "layers")}
+        print(f"  final return {fmt(r['final_return'])}, {r['process_wall_s']:.0f} s, "
+              f"{r['frames'] / r['process_wall_s']:.0f} frames/s", flush=True)
+        results.setdefault(task, {}).setdefault(arm, []).append(r)
     print(f"wrote {report(results, args, Path(args.write), command, bm_python, missing)}")
 
 

@@ -245,3 +245,25 @@ def test_a_kept_hdppo_record_without_its_folder_is_checked_against_the_config_it
     kept["train"]["layers"]["low"]["epochs"] = 3
     assert vs.changed_since("balance", "hdppo_flat", 0, 6000, folder, [], {"config": kept})[0].startswith(
         "train.layers.low.epochs: 3 in the run")
+
+
+def test_a_call_on_fewer_arms_keeps_the_data_files_other_runs_and_trains_seed_0_of_each_first(vs, tmp_path,
+                                                                                             monkeypatch):
+    order = []
+
+    def fake_run(task, arm, seed, frames, folder, extra):
+        order.append((task, seed))
+        (folder / "result.json").write_text(json.dumps({**runs(arm, [0.5], 10.0)[0], "task": task, "seed": seed,
+                                                        "frames": frames}))
+
+    kept = [dict(r, frames_asked=60_000, hdppo_set=[]) for r in runs("benchmarl_mappo", [1.0], 400.0)]
+    (tmp_path / "external-runs.json").write_text(json.dumps(kept))      # another call's finished MAPPO run
+    monkeypatch.setattr(vs, "run_hdppo", fake_run)
+    monkeypatch.setattr(vs, "changed_since", lambda *args: [])
+    vs.main(["--frames", "60000", "--seeds", "2", "--tasks", "navigation,balance", "--arms", "hdppo_flat",
+             "--runs", str(tmp_path / "runs"), "--write", str(tmp_path)])
+    assert order == [("navigation", 0), ("balance", 0), ("navigation", 1), ("balance", 1)]
+    known = vs.known_records(tmp_path / "external-runs.json")
+    assert known[("simple_spread", "benchmarl_mappo", 0)]["final_return"] == 1.0      # not dropped
+    assert {k for k in known if k[1] == "hdppo_flat"} == {(t, "hdppo_flat", s) for t in ("navigation", "balance")
+                                                          for s in (0, 1)}
