@@ -33,6 +33,7 @@ class BenchConfig:
     repeats: int = 2                  # native rows are measured this many times, interleaved; best kept
     updates: int = 3                  # learner rows: updates per training run
     tasks: str = "spread,balance"     # learner rows: the tasks measured
+    compile_bare: bool = False        # learner rows: also time the bare loop with its loss under torch.compile
 
 
 def _time_loop(step, seconds: float) -> tuple[int, float]:

@@ -195,11 +195,12 @@ class BareRun:
     rows: int                   # transitions in the batch
 
 
-def bare_loop(task: str, cfg: BenchConfig) -> BareRun:
+def bare_loop(task: str, cfg: BenchConfig, compiled: bool = False) -> BareRun:
     """One update's batch (every worker's rows, collected by one inline Worker with all the copies)
     learnt by a bare torch loop in this process on one thread: the layer's MLP from `build_policy`,
     `torch.optim.Adam`, shuffled minibatches, forward, `ppo_loss`, backward, clip, step; the mean of
-    `cfg.updates` updates."""
+    `cfg.updates` updates. `compiled`: the forward and loss (and so their backward) under
+    `torch.compile`, its compile done by one untimed pass over the minibatches first."""
     import numpy as np
     import torch
 
@@ -238,22 +239,29 @@ def bare_loop(task: str, cfg: BenchConfig) -> BareRun:
     old_logp, adv = t(b.logp).float(), t(b.advantages).float()
     with torch.no_grad():
         old_v, ret = policy.normalize_value(t(b.values).float()), policy.normalize_value(t(b.returns).float())
+    def loss(idx: Any) -> Any:
+        logp, entropy, values = policy.evaluate(
+            obs[idx], actions[idx], mask=None if mask is None else mask[idx],
+            roles=None if roles is None else roles[idx], critic_obs=None if crit is None else crit[idx])
+        return ppo_loss(logp, old_logp[idx], adv[idx], policy.normalize_value(values), old_v[idx], ret[idx],
+                        entropy, clip_eps=lc.clip_eps, vf_coef=lc.vf_coef, ent_coef=lc.ent_coef,
+                        clip_vloss=lc.clip_vloss, normalize_advantages=lc.norm_adv).loss
+
     gen = torch.Generator().manual_seed(0)
     n, steps = len(b), 0
+    if compiled:
+        loss = torch.compile(loss)
+        for idx in torch.randperm(n, generator=gen).tensor_split(lc.minibatches):    # every minibatch size once
+            loss(idx).backward()
+        opt.zero_grad(set_to_none=True)
     t0 = time.perf_counter()
     for _ in range(cfg.updates):
         for _ in range(lc.epochs):
             for idx in torch.randperm(n, generator=gen).tensor_split(lc.minibatches):
                 if len(idx) == 0:
                     continue
-                logp, entropy, values = policy.evaluate(
-                    obs[idx], actions[idx], mask=None if mask is None else mask[idx],
-                    roles=None if roles is None else roles[idx], critic_obs=None if crit is None else crit[idx])
-                terms = ppo_loss(logp, old_logp[idx], adv[idx], policy.normalize_value(values), old_v[idx], ret[idx],
-                                 entropy, clip_eps=lc.clip_eps, vf_coef=lc.vf_coef, ent_coef=lc.ent_coef,
-                                 clip_vloss=lc.clip_vloss, normalize_advantages=lc.norm_adv)
                 opt.zero_grad(set_to_none=True)
-                terms.loss.backward()
+                loss(idx).backward()
                 torch.nn.utils.clip_grad_norm_(policy.parameters(), lc.max_grad_norm)
                 opt.step()
                 steps += 1
@@ -279,9 +287,10 @@ def run_learner(cfg: BenchConfig, log=print) -> dict[str, Any]:
                           else got.learner_seconds < old.learner_seconds) if old else True
                 if better:
                     res["runs"][run] = got
-            bare = bare_loop(task, cfg)
-            if "bare" not in res or bare.seconds < res["bare"].seconds:
-                res["bare"] = bare
+            for key, compiled in (("bare", False), ("bare_compiled", True))[:1 + cfg.compile_bare]:
+                bare = bare_loop(task, cfg, compiled)
+                if key not in res or bare.seconds < res[key].seconds:
+                    res[key] = bare
             res["rollout"] = max(res.get("rollout", 0.0), rollout_pool(task, cfg))
     for task in tasks:
         res = out[task]
@@ -291,6 +300,8 @@ def run_learner(cfg: BenchConfig, log=print) -> dict[str, Any]:
             "bare / experience": res["bare"].seconds / runs["experience"].learner_seconds,
             "training / rollout-only": runs["default"].steps_per_s / res["rollout"],
         }
+        if "bare_compiled" in res:            # what compiling would gain; no target
+            res["compile_speedup"] = res["bare"].seconds / res["bare_compiled"].seconds
     out_targets = []
     for task in tasks:
         for name, value in out[task]["ratios"].items():
@@ -318,6 +329,13 @@ def markdown(result: dict[str, Any], cfg: BenchConfig, command: str) -> str:
         lines.append(f"| {task} | {b.rows:,} | {b.optimizer_steps} (hdppo: {g.steps_per_update:.0f}, "
                      f"{e.steps_per_update:.0f}) | {b.seconds * 1e3:,.0f} ms | {g.learner_seconds * 1e3:,.0f} ms | "
                      f"{e.learner_seconds * 1e3:,.0f} ms |")
+    if any("bare_compiled" in res for res in tasks.values()):
+        lines += ["", "The bare loop with its forward and loss under `torch.compile` (compile excluded, "
+                  "`compile_bare=true`):", "", "| task | bare loop | compiled | speed-up |", "|---|---:|---:|---:|"]
+        for task, res in tasks.items():
+            b, c = res["bare"], res["bare_compiled"]
+            lines.append(f"| {task} | {b.seconds * 1e3:,.0f} ms | {c.seconds * 1e3:,.0f} ms | "
+                         f"{res['compile_speedup']:.2f}x |")
     lines += ["", "### 2. Training against rollout-only (default config)", "",
               "| task | training env steps/s | epochs per update | rollout-only env steps/s |",
               "|---|---:|---:|---:|"]

@@ -80,3 +80,31 @@ def test_the_rollout_only_row_steps_the_hierarchy_as_collect_does(layers: int) -
     from hdppo.analysis.bench import rollout_only
     cfg = BenchConfig(n_agents=6, max_cycles=25, envs_per_worker=2, seconds=0.5)
     assert rollout_only(cfg, layers, native=True) > 0
+
+
+def test_compile_bare_times_the_same_loop_with_its_loss_compiled(monkeypatch, result: dict) -> None:
+    """`compile_bare=true` adds the bare loop with its loss under torch.compile (here a recording
+    stand-in, so the test does not pay a real compile) as its own row, the same work as the bare loop."""
+    import dataclasses
+
+    import torch
+    compiled = []
+
+    def fake_compile(fn):
+        compiled.append(fn.__name__)
+        return fn
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    measured = result["tasks"]["spread"]                 # the training runs as measured: only the bare loops run
+    monkeypatch.setattr(bench_learner, "training_run", lambda task, cfg, run: measured["runs"][run])
+    monkeypatch.setattr(bench_learner, "rollout_pool", lambda task, cfg: measured["rollout"])
+    cfg = dataclasses.replace(TINY, compile_bare=True, updates=1)
+    out = bench_learner.run_learner(cfg, log=lambda m: None)
+    res = out["tasks"]["spread"]
+    assert compiled == ["loss"]
+    assert res["bare_compiled"].optimizer_steps == res["bare"].optimizer_steps
+    assert res["bare_compiled"].rows == res["bare"].rows
+    assert math.isclose(res["compile_speedup"], res["bare"].seconds / res["bare_compiled"].seconds)
+    table = bench_learner.markdown(out, cfg, "hdppo bench --learner-only compile_bare=true")
+    assert "| spread | " in table.split("`torch.compile`")[1] and "x |" in table
+    assert "bare_compiled" not in result["tasks"]["spread"]                 # off by default
