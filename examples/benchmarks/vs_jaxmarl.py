@@ -241,6 +241,8 @@ def report(results: dict[str, dict[str, list[dict]]], args: argparse.Namespace, 
         plot(map_name, by_arm, out / f"smax-{map_name}.png")
         lines += map_table(map_name, by_arm)
     page.write_text("\n".join(lines))
+    made = {(r["map"], r["arm"], r["seed"]) for r in records}    # a call on fewer maps, arms or seeds keeps the rest
+    records += [r for key, r in known_records(out / DATA_FILE).items() if key not in made]
     (out / DATA_FILE).write_text(json.dumps(records, indent=1))
     return page
 

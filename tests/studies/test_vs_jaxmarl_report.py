@@ -67,6 +67,15 @@ def test_the_hand_written_section_survives_a_regeneration_and_the_records_are_ke
     assert known[("3m", "hdppo_flat", 1)]["win_sampled"] == 0.8
 
 
+def test_a_report_of_fewer_maps_keeps_the_data_files_other_records(vs, tmp_path):
+    write(vs, tmp_path)                                                    # 3m's six records
+    other = {"2s3z": {"hdppo_flat": [dict(r, map="2s3z") for r in records("hdppo_flat", [0.3], 300.0)]}}
+    vs.report(other, argparse.Namespace(frames=98_304, seed_list=[0]), tmp_path, "python x.py", [])
+    known = vs.known_records(tmp_path / vs.DATA_FILE)
+    assert ("2s3z", "hdppo_flat", 0) in known and len(known) == 7
+    assert known[("3m", "jaxmarl_mappo", 2)]["win_sampled"] == 0.6
+
+
 ARGS = ["grid", "--steps", "512", "--seed", "0", "--no-progress", "layers=1", "workers=1", "backend=inline",
         "envs_per_worker=4", "rollout=16", "minibatches=1", "log_every=0"]
 
