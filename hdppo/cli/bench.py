@@ -9,7 +9,8 @@ def add(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser])
     p = sub.add_parser("bench", parents=parents, help="throughput on spread: raw env, rollout, training (flat, "
                        "3-layer), RLlib PPO; the learner's cost on spread and VMAS balance")
     p.add_argument("overrides", nargs="*", help="bench settings key=value (workers, envs_per_worker, rollout, "
-                   "updates, tasks, compile_bare=true to time the bare loop under torch.compile too, ...; with --act: run, steps, repeats, threads, train_steps)")
+                   "updates, tasks, compile_bare=true to time the bare loop under torch.compile too, ...; "
+                   "with --act: run, steps, repeats, threads, train_steps)")
     p.add_argument("--no-rllib", action="store_true", help="skip the RLlib PPO row")
     p.add_argument("--learner-only", action="store_true", help="only the learner rows (update cost against a bare "
                    "torch loop, training against rollout-only, where the time goes)")
