@@ -252,7 +252,8 @@ def bare_loop(task: str, cfg: BenchConfig, compiled: bool = False) -> BareRun:
     if compiled:
         loss = torch.compile(loss)
         for idx in torch.randperm(n, generator=gen).tensor_split(lc.minibatches):    # every minibatch size once
-            loss(idx).backward()
+            if len(idx):
+                loss(idx).backward()
         opt.zero_grad(set_to_none=True)
     t0 = time.perf_counter()
     for _ in range(cfg.updates):
