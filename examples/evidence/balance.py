@@ -16,10 +16,8 @@ Paolo et al. 2025, reports its 3-level PPO above MAPPO on this task). `--out DIR
 """
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.studies
 from examples.studies import protocol
@@ -33,12 +31,5 @@ PLAN = ProtocolPlan(
     out=Path("runs/evidence/balance-protocol"), name="balance-protocol")
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    given = list(sys.argv[1:] if argv is None else argv)
-    command = shlex.join(["python", SCRIPT, *[a for a in given if a != "--report-only"]])
-    args = protocol.parser(PLAN, description="VMAS balance per the evidence protocol").parse_args(given)
-    return protocol.run(protocol.configure(PLAN, args), args, command)
-
-
 if __name__ == "__main__":
-    main()
+    protocol.main(PLAN, SCRIPT)
