@@ -3,7 +3,7 @@
 Markers follow folders: a test under a `slow/` folder or under `faults/` is `slow` (it trains or
 evaluates for seconds); a test under `ray/` starts a local Ray (`ray`). The fast run,
 `python -m pytest -m "not slow and not ray"`, stays well under a minute; the README's test command
-runs everything.
+runs everything, on two processes (`-n 2`) with every Ray-starting test on one of them.
 """
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from tests.helpers import TESTS, TINY
 
 SLOW_FOLDERS = {"slow", "faults"}
 RAY_FOLDERS = {"ray"}
+# Files outside tests/ray that start a local Ray too; they join the Ray tests' xdist group.
+RAY_FILES = {"test_ray_signals.py"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -23,6 +25,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folders = set(Path(str(item.fspath)).resolve().relative_to(TESTS).parts[:-1])
         if folders & RAY_FOLDERS:
             item.add_marker(pytest.mark.ray)
+        if folders & RAY_FOLDERS or Path(str(item.fspath)).name in RAY_FILES:
+            # One local Ray at a time: under `pytest -n N` (--dist loadgroup) these share one worker.
+            item.add_marker(pytest.mark.xdist_group("ray"))
         if folders & SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
 

@@ -89,7 +89,7 @@ def random_team(episodes: int, seed: int) -> dict[str, float]:
 
 def test_all_layers_beat_a_random_team(tmp_path):
     from hdppo.runtime.evaluate import evaluate
-    run = train(tmp_path / "run", GRID_LAYERS, steps=30000, workers=2, envs_per_worker=8, backend="inline",
+    run = train(tmp_path / "run", GRID_LAYERS, steps=15000, workers=2, envs_per_worker=8, backend="inline",
                 seed=0, lr="1e-3", rollout="16", progress="false").out
     trained = evaluate(run, episodes=64, seed=5)
     baseline = random_team(64, seed=5)
