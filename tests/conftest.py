@@ -16,8 +16,6 @@ from tests.helpers import TESTS, TINY
 
 SLOW_FOLDERS = {"slow", "faults"}
 RAY_FOLDERS = {"ray"}
-# Files outside tests/ray that start a local Ray too; they join the Ray tests' xdist group.
-RAY_FILES = {"test_ray_signals.py"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -25,7 +23,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folders = set(Path(str(item.fspath)).resolve().relative_to(TESTS).parts[:-1])
         if folders & RAY_FOLDERS:
             item.add_marker(pytest.mark.ray)
-        if folders & RAY_FOLDERS or Path(str(item.fspath)).name in RAY_FILES:
+        if item.get_closest_marker("ray"):      # tests/ray, and a test elsewhere that marks itself `ray`
             # One local Ray at a time: under `pytest -n N` (--dist loadgroup) these share one worker.
             item.add_marker(pytest.mark.xdist_group("ray"))
         if folders & SLOW_FOLDERS:
