@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from hdppo.integrations.rllib import rllib_ppo_config
 
-    ray.init(num_cpus=max(args.num_cpus, args.env_runners + 1), include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=max(args.num_cpus, args.env_runners + 1), include_dashboard=False,
+             log_to_driver=False)
     algo = None
     try:
         config = rllib_ppo_config("spread", {"layers": args.layers}, seed=args.seed,

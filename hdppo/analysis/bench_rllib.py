@@ -158,6 +158,7 @@ def rllib_ppo_steps_per_second(
     # existing cluster.  If the caller already has Ray initialised this raises
     # instead of silently sharing (and later shutting down) the caller's Ray.
     ray.init(
+        address="local",              # a new instance even where another Ray runs on this machine
         # 2 CPUs (this machine); more logical CPUs only when more EnvRunners
         # (1 CPU each) are requested, so their actors can be scheduled at all.
         num_cpus=max(2, num_env_runners + 1),

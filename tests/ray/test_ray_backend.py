@@ -136,6 +136,22 @@ def test_a_raising_or_dying_worker_is_named(tmp_path, own_ray):
 
 
 @pytest.mark.timeout(180)
+def test_without_an_address_a_local_ray_starts_even_beside_a_running_cluster(tmp_path, own_ray):
+    """Another Ray on this machine (here a one-CPU `Cluster` that hdppo was not asked to join) is left
+    alone: no address means a local instance of hdppo's own, with its num_cpus. Ray's default would
+    join the running one and refuse num_cpus ("When connecting to an existing cluster ...")."""
+    from ray.cluster_utils import Cluster
+    cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        t = train(tmp_path / "run", ["low"], backend="ray", steps=256, workers=2, envs_per_worker=2, seed=0,
+                  progress="false", rollout=16)
+        assert json.loads((t.out / "state.json").read_text())["finished"] is True
+        assert load_checkpoint(t.out / "checkpoints" / "low")[1]["version"] > 0
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
 def test_workers_spread_over_the_nodes_of_a_cluster(tmp_path, own_ray, monkeypatch):
     """Two Ray nodes of one CPU each on this machine; `address=` joins them, one worker lands on each."""
     from ray.cluster_utils import Cluster
@@ -174,7 +190,7 @@ def test_params_travel_inline_or_by_reference_and_refresh_mid_rollout(own_ray):
     """Small parameter vectors ride along with the calls, big ones go through the object store once;
     a worker refreshing mid-rollout (async + sync_every) reads the newest from the board."""
     from hdppo.engine.backends.ray import INLINE_BYTES, ActorParams, ParamBoard, RayParams
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     board = ray.remote(ParamBoard).options(num_cpus=0).remote()
     driver = RayParams(board, n_workers=2)
     worker = ActorParams(board, live=True)

@@ -152,7 +152,7 @@ def test_one_rllib_ppo_iteration_trains_a_module_per_layer() -> None:
     import torch
 
     threads = torch.get_num_threads()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     algo = None
     try:
         torch.set_num_threads(1)

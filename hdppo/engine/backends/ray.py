@@ -125,7 +125,9 @@ class RayBackend(Backend):
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             else:
                 self._reaper = Reaper()
-                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                # address="local": a new instance of our own, even where another Ray runs on this machine
+                # (`ray start`, a stale session); address=None would join that one and refuse num_cpus.
+                ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                          logging_level=logging.WARNING)
                 self._started = True
         except Exception as exc:
