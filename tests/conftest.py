@@ -7,12 +7,19 @@ runs everything, on two processes (`-n 2`) with every Ray-starting test on one o
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.helpers import TESTS, TINY
+
+# Before anything imports Ray: a Ray the tests start binds loopback only. On Linux Ray's default takes
+# the machine's routable address and listens on every interface; this switch (read once, when Ray is
+# imported, and inherited by the Ray processes and by the `hdppo` subprocesses of the tests) makes it
+# use 127.0.0.1, as Ray does on a laptop. tests/ray/test_ray_loopback.py checks it holds.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 SLOW_FOLDERS = {"slow", "faults"}
 RAY_FOLDERS = {"ray"}
