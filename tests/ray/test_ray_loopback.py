@@ -28,19 +28,17 @@ def _listening(pids: set[int]) -> set[str]:
 
 @pytest.mark.timeout(120)
 def test_a_local_ray_started_by_the_tests_listens_on_loopback_only(own_ray):
-    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
-        @ray.remote(num_cpus=0)
-        def where() -> str:
-            return ray.util.get_node_ip_address()
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)   # own_ray shuts it down
 
-        assert ray.get(where.remote()) == "127.0.0.1"                  # a worker process's node
-        gcs_host = ray.get_runtime_context().gcs_address.rsplit(":", 1)[0]
-        assert _is_loopback(gcs_host), gcs_host
-        assert [_is_loopback(n["NodeManagerAddress"]) for n in ray.nodes()] == [True]
-        ours = {p.pid for p in psutil.Process().children(recursive=True)}   # GCS, raylet, workers, ...
-        hosts = _listening(ours)
-        assert hosts, "found no listening socket of Ray's processes (the check would pass vacuously)"
-        assert all(_is_loopback(h) for h in hosts), f"Ray listens beyond loopback: {sorted(hosts)}"
-    finally:
-        ray.shutdown()
+    @ray.remote(num_cpus=0)
+    def where() -> str:
+        return ray.util.get_node_ip_address()
+
+    assert ray.get(where.remote()) == "127.0.0.1"                  # a worker process's node
+    gcs_host = ray.get_runtime_context().gcs_address.rsplit(":", 1)[0]
+    assert _is_loopback(gcs_host), gcs_host
+    assert [_is_loopback(n["NodeManagerAddress"]) for n in ray.nodes()] == [True]
+    ours = {p.pid for p in psutil.Process().children(recursive=True)}   # GCS, raylet, workers, ...
+    hosts = _listening(ours)
+    assert hosts, "found no listening socket of Ray's processes (the check would pass vacuously)"
+    assert all(_is_loopback(h) for h in hosts), f"Ray listens beyond loopback: {sorted(hosts)}"
