@@ -15,12 +15,17 @@ Mapping (JaxMARL -> hdppo):
   observation concatenated;
 - actions: Discrete (one size for every agent) or Box; `action_mask` from `get_avail_actions`
   (Discrete only);
-- rewards: each unit's JaxMARL reward, 0 for units not alive before the step (JaxMARL keeps paying
-  dead agents; hdppo's units leave the episode when they die);
-- ends: a unit whose own done turns true before the episode's is dead (`terminated`); at the
-  episode's end (`done["__all__"]`) the living units are `terminated` when the game decided it and
-  `truncated` (bootstrapped) at the time limit. Subclasses say which (`ends`): by default an env
-  with `max_steps` whose step count reached it ended by the time limit;
+- rewards: each unit's JaxMARL reward;
+- deaths (`dead_units`): a unit whose own done turns true before the episode's has died. With
+  `dead_units="stay"` (the default, JaxMARL's own semantics) it stays in the team until the episode
+  ends, takes only its legal actions (SMAX: stop) and keeps its JaxMARL reward: SMAX pays the dead
+  the team's reward "to allow for noble sacrifice", and JaxMARL's baselines credit an agent's
+  actions with everything its team earns until the episode's end. With `dead_units="leave"` it
+  leaves the episode at its death (`terminated`, no reward after), as a PettingZoo agent does: the
+  actions that led to a sacrifice are then credited with nothing the team earns after it;
+- ends: at the episode's end (`done["__all__"]`) the units still in it are `terminated` when the
+  game decided it and `truncated` (bootstrapped) at the time limit. Subclasses say which (`ends`):
+  by default an env with `max_steps` whose step count reached it ended by the time limit;
 - resets: each step also builds a fresh start for every copy, as JaxMARL's own `step` does for its
   auto-reset (`key, key_reset = split(key)`); `reset_done(mask)` swaps in the fresh starts of the
   masked copies with one jitted select, so stepping then `reset_done(done)` equals JaxMARL's `step`;
@@ -53,7 +58,8 @@ from hdppo.sims.parallel_view import BatchParallelEnv
 INSTALL_FIX = "pip install 'hdppo[smax]' (JaxMARL needs Python >= 3.11; or: pip install jaxmarl==0.2.0)"
 ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 # fields of a jaxmarl_scenario config that configure the team, not the JaxMARL env
-TEAM_KEYS = ("layers", "squad_size", "goals", "use_state")
+TEAM_KEYS = ("layers", "squad_size", "goals", "use_state", "dead_units")
+DEAD_UNITS = ("stay", "leave")      # see the module docstring
 
 
 def import_jaxmarl() -> Any:
@@ -109,11 +115,16 @@ class JaxmarlBatch(BatchedEnv):
     Subclasses adapt a family of envs by overriding `ends` and `metrics` (jax functions of one copy).
     """
 
-    def __init__(self, env: Any, n_envs: int, seed: int | None = None) -> None:
+    def __init__(self, env: Any, n_envs: int, seed: int | None = None, dead_units: str = "stay") -> None:
         import_jaxmarl()
         import jax
         if int(n_envs) < 1:
             raise ConfigError(f"n_envs={n_envs}", "use at least one env copy")
+        if dead_units not in DEAD_UNITS:
+            raise ConfigError(f"dead_units={dead_units!r} is not one of {list(DEAD_UNITS)}",
+                              "pass dead_units=stay (the dead stay until the episode ends, as in JaxMARL) or "
+                              "dead_units=leave (they leave the episode when they die)")
+        self.dead_units = dead_units
         self.jax, self.env = jax, env
         self.n_envs = E = int(n_envs)
         self.units = list(env.agents)
@@ -263,7 +274,7 @@ class JaxmarlBatch(BatchedEnv):
                                                                                jnp.asarray(a))
         self._info_np = None
         rewards = np.where(live, np.asarray(out["rewards"]), np.float32(0.0))
-        died = np.asarray(out["died"])
+        died = np.asarray(out["died"]) if self.dead_units == "leave" else np.zeros_like(live)
         done, decisive = np.asarray(out["done"]), np.asarray(out["decisive"])
         terminated = live & (died | (done & decisive)[:, None])
         truncated = live & ~terminated & (done & ~decisive)[:, None]
@@ -340,14 +351,15 @@ def _field_of(key: str, value: Any, what: str) -> tuple[str, Any, Any]:
 
 
 def jaxmarl_config(cls_name: str, *, layers: int = 1, squad_size: int = 2, goals: int = 4, use_state: bool = False,
-                   gamma: float = 0.99, team_keys: dict[str, Any] | None = None, **params: Any) -> type:
+                   dead_units: str = "stay", gamma: float = 0.99, team_keys: dict[str, Any] | None = None,
+                   **params: Any) -> type:
     """A config dataclass: the team's keys (layers 1 or 3, squad_size, goals, use_state: the units
-    see `state()` too, and a family's own `team_keys`, never passed to the env) and one field per
-    JaxMARL env parameter with its default."""
+    see `state()` too, dead_units: stay or leave, and a family's own `team_keys`, never passed to
+    the env) and one field per JaxMARL env parameter with its default."""
     from hdppo.sims.vmas import _hdppo_keys
     from hdppo.team.scenario import ScenarioConfig
     fields = [("layers", int, layers), ("squad_size", int, squad_size), ("goals", int, goals),
-              ("use_state", bool, use_state), ("gamma", float, gamma)]
+              ("use_state", bool, use_state), ("dead_units", str, dead_units), ("gamma", float, gamma)]
     own = [_field_of(k, v, "team key") for k, v in (team_keys or {}).items()]
     for key, value in params.items():
         if key in TEAM_KEYS or key in _hdppo_keys() or key in (team_keys or {}):
@@ -385,7 +397,9 @@ def jaxmarl_scenario(env: str | Callable[..., Any], *, name: str | None = None, 
     of keyword parameters that builds a JaxMARL env.
 
     `defaults` set the config: `layers` (1 flat, 3 commander -> squads -> units), `squad_size`,
-    `goals`, `use_state` (append the env's world state to the units' features), `gamma`; any other
+    `goals`, `use_state` (append the env's world state to the units' features), `dead_units`
+    (`stay`: the dead stay in the team until the episode ends, keeping their reward, as in JaxMARL;
+    `leave`: they leave at their death; see the module docstring), `gamma`; any other
     key is an env parameter (`max_steps=50`), overridable with key=value like every scenario key;
     `team_keys={"hier": False}` adds config keys of the family's own team that the env never sees.
     `batch` is the JaxmarlBatch subclass for the env's family (SMAX: SmaxBatch); `make_layers(cfg)` /
@@ -398,7 +412,7 @@ def jaxmarl_scenario(env: str | Callable[..., Any], *, name: str | None = None, 
     config = jaxmarl_config(f"Jaxmarl_{label}_Config".replace("-", "_"), **defaults)
 
     def batched(cfg: Any, n_envs: int, seed: int | None) -> JaxmarlBatch:
-        return batch(cached_env(env, env_params(cfg)), n_envs, seed)
+        return batch(cached_env(env, env_params(cfg)), n_envs, seed, dead_units=cfg.dead_units)
 
     def layers(cfg: Any) -> list:
         out = list(make_layers(cfg) if make_layers is not None else team_layers(cfg))

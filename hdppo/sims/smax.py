@@ -1,9 +1,11 @@
 """SMAX (JaxMARL's StarCraft micro in JAX) against its heuristic enemy, as hdppo batches and scenarios.
 
 `SmaxBatch` is a `JaxmarlBatch` over `HeuristicEnemySMAX` that knows SMAX's state: a unit whose
-health reaches 0 is dead; the episode is decided (terminated) when one side has no living unit and
-truncated at `max_steps`; `episode_info` reports `win` (every enemy dead, an ally alive),
-`allies_alive` and `enemies_killed` (fractions); `positions()` and `scene(e)` read the units' places.
+health reaches 0 is dead (it stays in the team, stopped, until the episode ends, and keeps the team
+reward SMAX pays the dead; `dead_units=leave` takes it out: see `hdppo.sims.jaxmarl`); the episode
+is decided (terminated) when one side has no living unit and truncated at `max_steps`;
+`episode_info` reports `win` (every enemy dead, an ally alive), `allies_alive` and
+`enemies_killed` (fractions); `positions()` and `scene(e)` read the units' places.
 
 `smax_scenario(map_name, **defaults)` makes the scenario of a SMAX map (`3m`, `2s3z`, `5m_vs_6m`,
 `3s5z`, ...: every map of `jaxmarl.environments.smax.map_name_to_scenario`).

@@ -10,6 +10,7 @@ pytest.importorskip("jaxmarl", reason="JaxMARL is not installed: pip install 'hd
 
 import jax
 
+from hdppo.errors import ConfigError
 from hdppo.sims.jaxmarl import JaxmarlBatch, cached_env
 from hdppo.sims.smax import SmaxBatch, smax_env
 from tests.helpers.batch import assert_copies_match
@@ -57,12 +58,14 @@ class Reference:
                 np.array([bool(dones[a]) for a in self.agents]), bool(dones["__all__"]))
 
 
-def test_adapter_steps_exactly_as_jaxmarl():
+@pytest.mark.parametrize("dead_units", ["stay", "leave"])
+def test_adapter_steps_exactly_as_jaxmarl(dead_units):
     """Same keys and actions over 60 steps (3 episode ends per copy at least): equal observations,
-    world states, avail actions, rewards and ends, the auto-reset included."""
+    world states, avail actions, rewards and ends, the auto-reset included. `stay`: every unit
+    gets JaxMARL's reward and ends with the episode; `leave`: a unit leaves when it dies."""
     E, seed = 3, 7
     env = _env()
-    batch = SmaxBatch(env, E, seed)
+    batch = SmaxBatch(env, E, seed, dead_units=dead_units)
     batch.reset(seed)
     ref = Reference(env, E, seed)
     rng = np.random.default_rng(0)
@@ -70,7 +73,8 @@ def test_adapter_steps_exactly_as_jaxmarl():
     for _ in range(60):
         for e in range(E):
             obs, world, avail = ref.view(e)
-            np.testing.assert_array_equal(batch.obs[e], obs)
+            if dead_units == "stay":
+                np.testing.assert_array_equal(batch.obs[e], obs)
             np.testing.assert_array_equal(batch.state()[e], world)
             np.testing.assert_array_equal(batch.action_mask[e], avail)
         actions = legal(batch, rng)
@@ -81,11 +85,43 @@ def test_adapter_steps_exactly_as_jaxmarl():
             live = was_alive[e]
             np.testing.assert_array_equal(batch.obs[e][live], last[live])
             np.testing.assert_array_equal(out.rewards[e], np.where(live, rew, 0.0).astype(np.float32))
-            np.testing.assert_array_equal(out.terminated[e] | out.truncated[e], live & (unit_done | done))
+            ends_now = live & done if dead_units == "stay" else live & (unit_done | done)
+            np.testing.assert_array_equal(out.terminated[e] | out.truncated[e], ends_now)
             assert out.done[e] == done
         ends += int(out.done.sum())
         batch.reset_done(out.done)
     assert ends >= 3 * E
+
+
+def test_the_dead_stay_by_default_and_keep_the_team_reward():
+    """SMAX pays a dead ally its team's reward "to allow for noble sacrifice": by default a unit
+    that died stays in the episode (alive to hdppo, only stop legal) and gets that reward, so the
+    actions that led to its death are credited with what its team earns after it."""
+    E, seed = 3, 7
+    env = _env()
+    batch = SmaxBatch(env, E, seed)
+    batch.reset(seed)
+    ref = Reference(env, E, seed)
+    rng = np.random.default_rng(0)
+    paid_dead = 0
+    for _ in range(60):
+        actions = legal(batch, rng)
+        out = batch.step(actions)
+        for e in range(E):
+            _, rew, unit_done, done = ref.step(e, actions[e])
+            dead = unit_done & (not done)
+            if dead.any():
+                assert batch.alive[e][dead].all() and not (out.terminated[e] | out.truncated[e])[dead].any()
+                assert not batch.action_mask[e][dead][:, :4].any()          # the dead may only stop
+                np.testing.assert_array_equal(out.rewards[e][dead], rew[dead].astype(np.float32))
+                paid_dead += int((rew[dead] != 0).sum())
+        batch.reset_done(out.done)
+    assert paid_dead >= 1          # some dead ally was paid for its team's damage
+
+
+def test_dead_units_refuses_an_unknown_choice():
+    with pytest.raises(ConfigError, match=r"dead_units='gone'.*stay"):
+        SmaxBatch(_env(), 1, 0, dead_units="gone")
 
 
 def test_copies_stepped_together_equal_single_copies():
@@ -124,7 +160,7 @@ def test_time_limit_truncates_and_a_decided_battle_terminates():
 
 
 def test_dead_units_leave_and_a_lost_battle_is_no_win():
-    b = SmaxBatch(_env(), 1, 0)
+    b = SmaxBatch(_env(), 1, 0, dead_units="leave")
     b.reset(0)
     stop = np.full((1, 3), 4)          # standing still, the allies are shot down one by one (in 13 steps)
     deaths = 0
