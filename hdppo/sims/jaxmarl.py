@@ -59,7 +59,7 @@ INSTALL_FIX = "pip install 'hdppo[smax]' (JaxMARL needs Python >= 3.11; or: pip 
 ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 # fields of a jaxmarl_scenario config that configure the team, not the JaxMARL env
 TEAM_KEYS = ("layers", "squad_size", "goals", "use_state", "dead_units")
-DEAD_UNITS = ("stay", "leave")      # see the module docstring
+DEAD_UNITS = ("stay", "leave")      # the first is the default; see the module docstring
 
 
 def import_jaxmarl() -> Any:
@@ -115,7 +115,7 @@ class JaxmarlBatch(BatchedEnv):
     Subclasses adapt a family of envs by overriding `ends` and `metrics` (jax functions of one copy).
     """
 
-    def __init__(self, env: Any, n_envs: int, seed: int | None = None, dead_units: str = "stay") -> None:
+    def __init__(self, env: Any, n_envs: int, seed: int | None = None, dead_units: str = DEAD_UNITS[0]) -> None:
         import_jaxmarl()
         import jax
         if int(n_envs) < 1:
@@ -351,7 +351,7 @@ def _field_of(key: str, value: Any, what: str) -> tuple[str, Any, Any]:
 
 
 def jaxmarl_config(cls_name: str, *, layers: int = 1, squad_size: int = 2, goals: int = 4, use_state: bool = False,
-                   dead_units: str = "stay", gamma: float = 0.99, team_keys: dict[str, Any] | None = None,
+                   dead_units: str = DEAD_UNITS[0], gamma: float = 0.99, team_keys: dict[str, Any] | None = None,
                    **params: Any) -> type:
     """A config dataclass: the team's keys (layers 1 or 3, squad_size, goals, use_state: the units
     see `state()` too, dead_units: stay or leave, and a family's own `team_keys`, never passed to

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from hdppo.errors import ScenarioError
+from hdppo.errors import ConfigError, ScenarioError
 from hdppo.sims.base import BatchedEnv
 from hdppo.sims.pettingzoo import PettingZooBatch
 from hdppo.team.graph import AgentGraph
@@ -60,6 +60,8 @@ def _call(fn: Callable[[], Any], what: str, where: str) -> Any:
         return fn()
     except ScenarioError:
         raise
+    except ConfigError as exc:          # a config value the hook refuses: its own fix, not "fix the function"
+        raise ConfigError(exc.problem, exc.fix, where=exc.where or where) from None
     except Exception as exc:
         raise ScenarioError(f"{what} raised {type(exc).__name__}: {exc}",
                             f"fix the scenario's {what.split('(')[0]} function (run with --debug for the traceback)",

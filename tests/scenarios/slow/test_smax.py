@@ -1,6 +1,6 @@
 """SMAX scenarios: a short training on 3m finishes and `hdppo eval` reports its win rate, trained
-units never take a masked action, and the other team shapes pass `hdppo check` (the defaults of
-every map are checked by tests/team/slow/test_check_all.py)."""
+units never take a masked action, a bad `dead_units` is refused with its choices, and the other team
+shapes pass `hdppo check` (the defaults of every map are checked by tests/team/slow/test_check_all.py)."""
 from __future__ import annotations
 
 import json
@@ -68,3 +68,10 @@ def test_trained_units_never_take_a_masked_action(tmp_path, capsys):
 def test_other_team_shapes_pass_check(target, overrides):
     report = run_check(target, overrides, episodes=1, n_envs=2, seed=0, api_cycles=20)
     assert report.ok, [f"{line.name}: {line.detail}" for line in report.lines if not line.ok]
+
+
+def test_a_bad_dead_units_value_names_the_choices_and_saves_nothing(tmp_path, capsys):
+    run = tmp_path / "run"
+    rc, _, err = cli(capsys, "train", "smax_3m", "dead_units=gone", "--steps", "1000", *RUN, "--out", run)
+    assert rc != 0 and "dead_units='gone' is not one of ['stay', 'leave']" in err and "dead_units=leave" in err
+    assert "fix the scenario's" not in err and not run.exists()
