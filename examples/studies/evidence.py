@@ -417,7 +417,13 @@ def report(plan: Any, args: argparse.Namespace, command: str, base: str, *, chec
     check()
     if not args.report_only:
         train(plan, log)
-    summary = summarize(plan)
+    try:
+        summary = summarize(plan)
+    except FileNotFoundError as exc:
+        if not args.report_only:
+            raise
+        raise SystemExit(f"--report-only: {exc.filename} is missing, so a run of this report is not trained; "
+                         "fix: run the same command without --report-only (finished runs are reused)") from None
     write = Path(args.write) if args.write else plan.out
     name = f"{base}-{args.tag}" if args.tag else base
     png = plot(plan, summary, write / f"{name}.png")

@@ -15,6 +15,10 @@ enemy, each squad assigns each of its units an enemy (its own target passed thro
   after), so a goal naming an enemy already dead never succeeds.
 - Units' intrinsic reward: the health fraction their enemy lost this step (by anyone's fire; a kill
   counts what it had left), weighted `w_int.low` (default `LOW_W_INT`, not tuned).
+- The flat team's goal-free shaping (`layers=1`, weighted by `w_int.low`, 0 by default so the flat
+  team learns from the env reward alone): the same reward with the goal replaced by the unit's
+  nearest living enemy at the step's start (0 for a unit dead then, or with no enemy left);
+  `w_int.low=0.1` gives it the hierarchy's weight. The control a hierarchy's claim must beat.
 - Scripted layers (for layer views and bottom-up schedules): squads pass their own target to every
   unit; units attack their enemy when the mask allows it, else walk to it, else attack any enemy in
   range, else stop.
@@ -130,6 +134,27 @@ def low_intrinsic(sz: Sizes) -> Callable[[Any], np.ndarray]:
     return hook
 
 
+def nearest_enemy(world: np.ndarray, sz: Sizes) -> tuple[np.ndarray, np.ndarray]:
+    """Each ally's nearest living enemy [E, A] in world states [E, S], and whether it has one (the
+    ally alive and an enemy left) [E, A]."""
+    pos, hp = world_units(np.asarray(world, np.float32), sz.A + sz.K)
+    d = np.linalg.norm(pos[:, :sz.A, None] - pos[:, None, sz.A:], axis=-1)      # [E, A, K]
+    d = np.where(hp[:, None, sz.A:] > 0, d, np.inf)
+    return d.argmin(-1), (hp[:, :sz.A] > 0) & np.isfinite(d).any(-1)
+
+
+def flat_intrinsic(sz: Sizes) -> Callable[[Any], np.ndarray]:
+    """The flat team's goal-free shaping: the health fraction the unit's nearest living enemy (at
+    the step's start) lost this step, in [0, 1]; 0 for a unit dead then or with no enemy left."""
+    def hook(ctx: Any) -> np.ndarray:
+        env = ctx.env
+        before = env.state_before_step() if hasattr(env, "state_before_step") else env.state()
+        k, has = nearest_enemy(before, sz)
+        lost = _target_hp(before, k, sz) - _target_hp(env.state(), k, sz)
+        return np.where(has, np.clip(lost, 0.0, 1.0), 0.0)
+    return hook
+
+
 def scripted_low(sz: Sizes) -> Callable[[Any], np.ndarray]:
     """Attack the assigned enemy when legal, else walk to it, else attack any enemy in range, else stop."""
     def act(decision: Any) -> np.ndarray:
@@ -160,10 +185,13 @@ def scripted_mid(sz: Sizes) -> Callable[[Any], np.ndarray]:
 
 
 def layers(cfg: Any) -> list:
-    """The generic team (hdppo.sims.vmas.team_layers), or with `hier` the target hierarchy."""
+    """The generic team (hdppo.sims.vmas.team_layers; flat, its units get the goal-free shaping
+    under `w_int.low`, 0 by default), or with `hier` the target hierarchy."""
     from hdppo.sims.vmas import team_layers
     from hdppo.team.scenario import Layer
     if not getattr(cfg, "hier", False):
+        if cfg.layers == 1:
+            return [Layer("low", intrinsic=flat_intrinsic(Sizes(cfg)), w_int=0.0)]
         return team_layers(cfg)
     sz = Sizes(cfg)
     enemy: gym.spaces.Discrete = gym.spaces.Discrete(sz.K)

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from hdppo.sims.smax import world_units
-from hdppo.sims.smax_hier import ground, squad_origin
+from hdppo.sims.smax_hier import flat_intrinsic, ground, nearest_enemy, squad_origin
 
 
 def world(units: list[tuple[float, float, float]]) -> np.ndarray:
@@ -45,3 +45,44 @@ def test_a_squad_is_placed_at_its_living_units_centroid() -> None:
     assert live.tolist() == [[True]]
     gone, live = squad_origin(world([(0, 0, 0), (0, 0, 0), (0.5, 24, 8), (0, 0, 0)]), SZ)
     assert live.tolist() == [[False]] and not gone.any()
+
+
+class _Env:
+    """The two world states flat_intrinsic reads: before and after one step."""
+
+    def __init__(self, before: np.ndarray, after: np.ndarray) -> None:
+        self.before, self.after = before, after
+
+    def state_before_step(self) -> np.ndarray:
+        return self.before
+
+    def state(self) -> np.ndarray:
+        return self.after
+
+
+SZ3 = SimpleNamespace(A=2, K=3, F=8, scale=32.0)
+# ally 0 at (0, 0), ally 1 at (30, 0); enemy 0 at (4, 0) (1.0), enemy 1 at (2, 0) but dead, enemy 2 at (26, 0) (0.5)
+BEFORE = world([(1.0, 0, 0), (1.0, 30, 0), (1.0, 4, 0), (0.0, 2, 0), (0.5, 26, 0)])
+
+
+def test_each_ally_is_paired_with_its_nearest_living_enemy() -> None:
+    k, has = nearest_enemy(BEFORE, SZ3)
+    assert k.tolist() == [[0, 2]] and has.tolist() == [[True, True]]       # enemy 1 is nearer ally 0, but dead
+
+
+def test_the_flat_shaping_pays_what_the_nearest_enemy_lost() -> None:
+    after = world([(1.0, 0, 0), (1.0, 30, 0), (0.75, 4, 0), (0.0, 2, 0), (0.0, 26, 0)])    # enemy 2 killed
+    got = flat_intrinsic(SZ3)(SimpleNamespace(env=_Env(BEFORE, after)))
+    np.testing.assert_allclose(got, [[0.25, 0.5]])                         # a kill pays what it had left
+
+
+def test_the_flat_shaping_pays_nothing_to_the_dead_nor_for_healing_nor_without_enemies() -> None:
+    dead_ally = world([(1.0, 0, 0), (0.0, 30, 0), (1.0, 4, 0), (0.0, 2, 0), (0.5, 26, 0)])
+    after = world([(1.0, 0, 0), (0.0, 30, 0), (1.0, 4, 0), (0.0, 2, 0), (0.0, 26, 0)])
+    np.testing.assert_array_equal(flat_intrinsic(SZ3)(SimpleNamespace(env=_Env(dead_ally, after))), [[0.0, 0.0]])
+    fresh = world([(1.0, 0, 0), (1.0, 30, 0), (1.0, 4, 0), (1.0, 2, 0), (1.0, 26, 0)])   # a reset: health back up
+    np.testing.assert_array_equal(flat_intrinsic(SZ3)(SimpleNamespace(env=_Env(BEFORE, fresh))), [[0.0, 0.0]])
+    none_left = world([(1.0, 0, 0), (1.0, 30, 0), (0.0, 4, 0), (0.0, 2, 0), (0.0, 26, 0)])
+    k, has = nearest_enemy(none_left, SZ3)
+    assert has.tolist() == [[False, False]]
+    np.testing.assert_array_equal(flat_intrinsic(SZ3)(SimpleNamespace(env=_Env(none_left, none_left))), [[0.0, 0.0]])

@@ -1,6 +1,7 @@
 """SMAX's target hierarchy (`hier=true`): the units' grounded goal is their enemy's vector and health
 in SMAX's own state, goal success fires when that enemy dies, scripted squads pass their target on,
-`hdppo check` passes on every map, and a short 3-layer training on 3m evaluates."""
+`hdppo check` passes on every map, a short 3-layer training on 3m evaluates, and the flat team's
+goal-free shaping pays what each unit's nearest enemy lost."""
 from __future__ import annotations
 
 import json
@@ -94,6 +95,40 @@ def test_goal_success_fires_when_the_assigned_enemy_dies() -> None:
     assert fired > 0 and quiet > 0
     counts = hier.pop_goal_counts()
     assert counts["low"][1] > 0 and counts["mid"][1] > 0
+
+
+def random_legal(rng: np.random.Generator):
+    """Uniform legal actions for the units (the flat team's only layer)."""
+    def act(d):
+        p = np.asarray(d.action_mask, float) * rng.random(d.action_mask.shape)
+        return p.argmax(-1)
+    return act
+
+
+def test_the_flat_shaping_pays_each_unit_what_its_nearest_enemy_lost_in_smax_state() -> None:
+    """Same seed and actions, w_int.low 0.1 against 0: the difference of the units' returns each step
+    is 0.1 x the health fraction the unit's nearest living enemy lost, read from SMAX's own state."""
+    shaped, plain = (HierarchyEnv(SCENARIO, SCENARIO.make_config({"w_int.low": w}), n_envs=4, seed=3)
+                     for w in ("0.1", "0.0"))
+    for env in (shaped, plain):
+        env.reset(3)
+    act_a, act_b = random_legal(np.random.default_rng(3)), random_legal(np.random.default_rng(3))
+    paid = 0
+    for _ in range(40):
+        pos, hp = smax_truth(shaped.env)
+        gap = shaped.layers[0].ep_return - plain.layers[0].ep_return
+        shaped.step(act_a)
+        plain.step(act_b)
+        near = np.where(hp[:, None, SZ.A:] > 0,
+                        np.linalg.norm(pos[:, :SZ.A, None] - pos[:, None, SZ.A:], axis=-1), np.inf).argmin(-1)
+        lost = np.take_along_axis(hp[:, SZ.A:], near, 1) - \
+            np.take_along_axis(smax_truth(shaped.env)[1][:, SZ.A:], near, 1)
+        want = np.where((hp[:, :SZ.A] > 0) & (hp[:, SZ.A:] > 0).any(-1, keepdims=True), np.clip(lost, 0, 1), 0.0)
+        same = shaped.t > 0                          # copies that did not reset at this step
+        got = (shaped.layers[0].ep_return - plain.layers[0].ep_return - gap) / 0.1
+        np.testing.assert_allclose(got[same], want[same], atol=1e-5)
+        paid += int((want[same] > 0).sum())
+    assert paid > 10
 
 
 @pytest.mark.parametrize("target", ["smax_3m", "smax_2s3z", "smax_5m_vs_6m", "smax_3s5z",

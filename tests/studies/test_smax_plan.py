@@ -1,0 +1,33 @@
+"""examples/evidence/smax.py: on each hard map its three arms differ only by what each tests (the
+goal-free shaping, the hierarchy) and run at hdppo's default config on vs_jaxmarl.py's frames."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.parametrize("map_name", ["5m_vs_6m", "smacv2_10_units"])
+def test_the_arms_differ_only_by_the_thing_each_tests(map_name):
+    from examples.benchmarks.vs_jaxmarl import UPDATE_FRAMES
+    from examples.evidence.smax import plan
+    from examples.studies.protocol import FLAT, HIER, SHAPED
+    p = plan(map_name, Path("/tmp/x"))
+    assert p.out == Path(f"/tmp/x/smax-{map_name}") and p.scenario == f"smax_{map_name}"
+    flat, shaped, hier = (p.command(arm, 2) for arm in (FLAT, SHAPED, HIER))
+    assert flat[:3] == ["hdppo", "train", f"smax_{map_name}"] and flat[flat.index("--steps") + 1] == "2015232"
+    assert -(-2_000_000 // UPDATE_FRAMES) * UPDATE_FRAMES == p.steps          # vs_jaxmarl.py's budget
+    assert shaped == [str(p.out / "flat_shaped-seed2") if a == str(p.out / "flat-seed2") else a
+                      for a in flat] + ["w_int.low=0.1"]
+    assert hier == [str(p.out / "hier-seed2") if a == str(p.out / "flat-seed2") else a for a in flat] + ["hier=true"]
+    assert not any(a.startswith(("epochs=", "lr", "minibatches=", "dead_units")) for a in flat + shaped + hier)
+    assert p.seeds == [0, 1, 2, 3, 4] and p.skills is None and p.rate and p.outcome == "win"
+
+
+def test_report_only_without_the_runs_names_the_missing_run_and_the_fix(tmp_path, capsys):
+    from examples.evidence.smax import main
+    with pytest.raises(SystemExit) as exc:
+        main(["--report-only", "--map", "5m_vs_6m", "--seeds", "0", "--out", str(tmp_path), "--write", str(tmp_path)])
+    msg = str(exc.value)
+    assert str(tmp_path / "smax-5m_vs_6m" / "flat-seed0") in msg and "without --report-only" in msg
+    assert not list(tmp_path.rglob("*.md"))                 # no report of nothing is written
