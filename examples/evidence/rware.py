@@ -12,8 +12,6 @@ intervals apart. `--size` picks one of the two; `--out DIR` holds the runs in DI
 `--episodes`, `--set KEY=VALUE`, `--tag`, `--report-only` as in examples.studies.protocol. The
 skill run's share of the budget and the layers' intervals are the scenario's defaults, not tuned.
 """
-import argparse
-import shlex
 import sys
 from pathlib import Path
 
@@ -39,18 +37,7 @@ def plan(size: str, out: Path = Path("runs/evidence")) -> ProtocolPlan:
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict]:
-    given = list(sys.argv[1:] if argv is None else argv)
-    command = shlex.join(["python", SCRIPT, *[a for a in given if a != "--report-only"]])
-    p = protocol.parser(plan("tiny-4ag-hard"), description="RWARE per the evidence protocol",
-                        out_help="folder of the runs, one subfolder rware-SIZE per size (finished runs are reused)")
-    p.set_defaults(out="runs/evidence")
-    p.add_argument("--size", nargs="+", choices=list(SIZES), default=list(SIZES), help="the sizes to report")
-    args = p.parse_args(given)
-    out = {}
-    for size in args.size:          # --out holds one folder per size, which configure reads as the runs' folder
-        one = argparse.Namespace(**{**vars(args), "out": str(Path(args.out) / f"rware-{size}")})
-        out[size] = protocol.run(protocol.configure(plan(size), one), one, command)
-    return out
+    return protocol.main_each(plan, list(SIZES), "size", SCRIPT, "RWARE per the evidence protocol", argv)
 
 
 if __name__ == "__main__":

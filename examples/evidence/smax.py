@@ -14,8 +14,6 @@ the difference above 0. `--map` picks some of them; `--out DIR` holds the runs i
 `--set KEY=VALUE`, `--tag`, `--report-only` as in examples.studies.protocol. The shaping's
 weight and the layers' intervals are the scenario's defaults, not tuned.
 """
-import argparse
-import shlex
 import sys
 from pathlib import Path
 
@@ -38,18 +36,7 @@ def plan(map_name: str, out: Path = Path("runs/evidence")) -> ProtocolPlan:
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict]:
-    given = list(sys.argv[1:] if argv is None else argv)
-    command = shlex.join(["python", SCRIPT, *[a for a in given if a != "--report-only"]])
-    p = protocol.parser(plan(MAPS[0]), description="SMAX's hard maps per the evidence protocol",
-                        out_help="folder of the runs, one subfolder smax-MAP per map (finished runs are reused)")
-    p.set_defaults(out="runs/evidence")
-    p.add_argument("--map", nargs="+", choices=list(MAPS), default=list(MAPS), help="the maps to report")
-    args = p.parse_args(given)
-    out = {}
-    for map_name in args.map:        # --out holds one folder per map, which configure reads as the runs' folder
-        one = argparse.Namespace(**{**vars(args), "out": str(Path(args.out) / f"smax-{map_name}")})
-        out[map_name] = protocol.run(protocol.configure(plan(map_name), one), one, command)
-    return out
+    return protocol.main_each(plan, MAPS, "map", SCRIPT, "SMAX's hard maps per the evidence protocol", argv)
 
 
 if __name__ == "__main__":

@@ -622,6 +622,24 @@ def check_runs(plan: Any, budget: Callable[..., None] | None = None) -> None:
     refuse_stale([job for seed in plan.seeds for job in plan.jobs(seed)])
 
 
+def main_each(plan_of: Callable[[str], ProtocolPlan], choices: Sequence[str], flag: str, script: str,
+              description: str, argv: list[str] | None = None) -> dict[str, dict]:
+    """The protocol's command line for a script with one plan per choice (a map, a size), picked by
+    `--FLAG` (default: all); `--out DIR` holds one subfolder per choice, the plan's own folder name."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python", script, *[a for a in given if a != "--report-only"]])
+    p = parser(plan_of(choices[0]), description=description,
+               out_help=f"folder of the runs, one subfolder per {flag} (finished runs are reused)")
+    p.set_defaults(out="runs/evidence")
+    p.add_argument(f"--{flag}", nargs="+", choices=list(choices), default=list(choices), help=f"the {flag}s to report")
+    args = p.parse_args(given)
+    out = {}
+    for choice in getattr(args, flag):   # --out holds one folder per choice, which configure reads as the runs' folder
+        one = argparse.Namespace(**{**vars(args), "out": str(Path(args.out) / plan_of(choice).out.name)})
+        out[choice] = run(configure(plan_of(choice), one), one, command)
+    return out
+
+
 def main(plan: ProtocolPlan, script: str, argv: list[str] | None = None) -> dict[str, Any]:
     """The protocol's command line for the script at path `script`; its reports' reproduce command is
     `python SCRIPT` with these arguments (less --report-only)."""
