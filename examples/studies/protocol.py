@@ -635,8 +635,9 @@ def main_each(plan_of: Callable[[str], ProtocolPlan], choices: Sequence[str], fl
     args = p.parse_args(given)
     out = {}
     for choice in getattr(args, flag):   # --out holds one folder per choice, which configure reads as the runs' folder
-        one = argparse.Namespace(**{**vars(args), "out": str(Path(args.out) / plan_of(choice).out.name)})
-        out[choice] = run(configure(plan_of(choice), one), one, command)
+        plan = plan_of(choice)
+        one = argparse.Namespace(**{**vars(args), "out": str(Path(args.out) / plan.out.name)})
+        out[choice] = run(configure(plan, one), one, command)
     return out
 
 

@@ -111,11 +111,16 @@ def _target_hp(world: np.ndarray, goals: np.ndarray, sz: Sizes) -> np.ndarray:
     return np.take_along_axis(hp, np.clip(np.asarray(goals, np.int64), 0, sz.K - 1), axis=1)
 
 
+def worlds(env: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The world states [E, S] before and after this env step."""
+    before = env.state_before_step() if hasattr(env, "state_before_step") else env.state()
+    return before, env.state()
+
+
 def before_and_after(ctx: Any, sz: Sizes) -> tuple[np.ndarray, np.ndarray]:
     """The assigned enemies' health fractions [E, N] before and after this env step."""
-    env = ctx.env
-    before = env.state_before_step() if hasattr(env, "state_before_step") else env.state()
-    return _target_hp(before, ctx.goals, sz), _target_hp(env.state(), ctx.goals, sz)
+    before, after = worlds(ctx.env)
+    return _target_hp(before, ctx.goals, sz), _target_hp(after, ctx.goals, sz)
 
 
 def goal_success(sz: Sizes) -> Callable[[Any], np.ndarray]:
@@ -147,10 +152,9 @@ def flat_intrinsic(sz: Sizes) -> Callable[[Any], np.ndarray]:
     """The flat team's goal-free shaping: the health fraction the unit's nearest living enemy (at
     the step's start) lost this step, in [0, 1]; 0 for a unit dead then or with no enemy left."""
     def hook(ctx: Any) -> np.ndarray:
-        env = ctx.env
-        before = env.state_before_step() if hasattr(env, "state_before_step") else env.state()
+        before, after = worlds(ctx.env)
         k, has = nearest_enemy(before, sz)
-        lost = _target_hp(before, k, sz) - _target_hp(env.state(), k, sz)
+        lost = _target_hp(before, k, sz) - _target_hp(after, k, sz)
         return np.where(has, np.clip(lost, 0.0, 1.0), 0.0)
     return hook
 
