@@ -142,6 +142,9 @@ def manifest(team: Team, models: dict[str, str], source: dict[str, Any]) -> dict
         if i < hier.n_layers - 1:
             entry["children"] = children(team, i)
             entry["max_children"] = info.max_children
+            entry["goal_mask"] = (None if spec.goal_mask is None else
+                                  f"scenario hook {_hook(spec.goal_mask)}: bool [nodes, n] of the goals each node may "
+                                  "give now; mask the logits of the others out (a node with none may give any)")
         if loaded is not None:
             head = loaded.module.head
             entry["model"] = {"file": models.get(info.name),

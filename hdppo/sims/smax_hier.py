@@ -11,6 +11,8 @@ enemy, each squad assigns each of its units an enemy (its own target passed thro
   enemy / map size (2), its length, the enemy's health fraction, alive (1 / 0), one-hot of k. A dead
   enemy grounds as a zero vector with health 0 and alive 0 (the one-hot stays); a dead child as a
   zero vector.
+- Goal masks (commander and squads): a node chooses among the enemies alive at its decision (any,
+  once none is left), from the world state.
 - goal_success (units and squads): the assigned enemy died at this step (alive before it, dead
   after), so a goal naming an enemy already dead never succeeds.
 - Units' intrinsic reward: the health fraction their enemy lost this step (by anyone's fire; a kill
@@ -103,6 +105,14 @@ def goal_features(sz: Sizes, origin: Origin) -> Callable[[np.ndarray, Any], np.n
         world = np.asarray(ctx.env.state(), np.float32)
         place, here = origin(world, sz)
         return ground(world, place, here, goals, sz)
+    return hook
+
+
+def living_enemies(sz: Sizes) -> Callable[[Any], np.ndarray]:
+    """The goal mask of the commander and the squads: the enemies alive now, bool [E, N, K]."""
+    def hook(ctx: Any) -> np.ndarray:
+        hp = world_units(np.asarray(ctx.env.state(), np.float32), sz.A + sz.K)[1][:, sz.A:]
+        return np.repeat((hp > 0)[:, None], ctx.alive.shape[1], axis=1)
     return hook
 
 
@@ -199,11 +209,11 @@ def layers(cfg: Any) -> list:
         return team_layers(cfg)
     sz = Sizes(cfg)
     enemy: gym.spaces.Discrete = gym.spaces.Discrete(sz.K)
-    box, success = goal_space(sz), goal_success(sz)
+    box, success, legal = goal_space(sz), goal_success(sz), living_enemies(sz)
     return [Layer("high", interval=8, goal_space=enemy, use_state=True, goal_features=goal_features(sz, squad_origin),
-                  goal_features_space=box, goal_success=success),
+                  goal_features_space=box, goal_success=success, goal_mask=legal),
             Layer("mid", interval=4, goal_space=enemy, goal_features=goal_features(sz, unit_origin),
-                  goal_features_space=box, goal_success=success, scripted=scripted_mid(sz)),
+                  goal_features_space=box, goal_success=success, scripted=scripted_mid(sz), goal_mask=legal),
             Layer("low", intrinsic=low_intrinsic(sz), w_int=LOW_W_INT, scripted=scripted_low(sz))]
 
 

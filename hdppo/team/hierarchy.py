@@ -26,6 +26,7 @@ from hdppo.team.assembly import build_graph, make_env_and_graph
 from hdppo.team.attention import attended
 from hdppo.team.episodes import episode_stats
 from hdppo.team.final_view import FinalView
+from hdppo.team.goal_mask import legal_goals
 from hdppo.team.goals import GoalBook, ground_goals
 from hdppo.team.guards import check_actions, check_finite, check_shapes
 from hdppo.team.interfaces import Decision, LayerInfo, LayerStep, Policy, StepResult
@@ -220,7 +221,7 @@ class HierarchyEnv:
         return live
 
     def _slot_view(self, i: int, node_values: np.ndarray) -> np.ndarray:
-        """Node values [E, N] as slot values [E, S] (per_child pairs take their parent's value)."""
+        """Node values [E, N, ...] as slot values [E, S, ...] (per_child pairs take their parent's value)."""
         if self.info[i].choice != "per_child":
             return node_values
         return np.repeat(node_values, self.idx[i].shape[2], axis=1)
@@ -269,7 +270,7 @@ class HierarchyEnv:
             if not due.any():
                 continue
             mask = due[:, None] & self.slot_alive(i)
-            amask = self.env.action_mask if i == L - 1 else None
+            amask = self.env.action_mask if i == L - 1 else self.goal_mask(i)
             actions = yield Decision(i, self.decision_obs(i), mask, amask, self.t)
             actions = check_actions(self.info[i], actions, self.n_envs)
             self.layers[i].transitions.start(mask)
@@ -277,6 +278,13 @@ class HierarchyEnv:
                 self._env_actions[mask] = actions[mask]
             else:
                 self._assign_goals(i, actions, mask)
+
+    def goal_mask(self, i: int) -> np.ndarray | None:
+        """The goals each slot of upper layer i may choose now [E, S, n], from its goal_mask (None without one)."""
+        spec = self.specs[i]
+        if spec.goal_mask is None:
+            return None
+        return self._slot_view(i, legal_goals(spec, self.context(i), self.scenario.name))
 
     def _empty_env_actions(self) -> np.ndarray:
         space = self.env.action_space

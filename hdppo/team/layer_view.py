@@ -55,10 +55,16 @@ class LayerView(ParallelEnv):
         self._done = True
         bottom = self.layer == len(self.hier.info) - 1
         env_mask = self.hier.env.action_mask if bottom else None
-        self._masked = env_mask is not None
+        goal_masked = not bottom and self.hier.specs[self.layer].goal_mask is not None
+        self._masked = env_mask is not None or goal_masked
         self._obs_space: gym.Space = self.info.obs_space
-        if env_mask is not None:   # PettingZoo's convention for action masks: a dict observation
-            n = env_mask.shape[-1]
+        if self._masked:           # PettingZoo's convention for action masks: a dict observation
+            if env_mask is not None:
+                n = env_mask.shape[-1]
+            else:
+                goals = self.info.action_space
+                assert isinstance(goals, gym.spaces.Discrete)      # goal_mask needs one; the scenario's load checks it
+                n = int(goals.n)
             self._obs_space = gym.spaces.Dict({"observation": self.info.obs_space,
                                                "action_mask": gym.spaces.Box(0, 1, (n,), np.int8)})
         self._last_mask: np.ndarray | None = None

@@ -117,7 +117,9 @@ class Layer:
     instead of the sum over its own units. attend(goals, ctx) -> bool keep-mask, on a layer that
     receives goals, filters the nodes' own features in their observation: [E, N, entities.count] per
     entity of the declared `entities` block (features outside it are always kept), else [E, N, D];
-    dropped features read 0 (hooks and parents still see them all).
+    dropped features read 0 (hooks and parents still see them all). goal_mask(ctx) -> bool [E, N, n],
+    on a layer with a Discrete(n) goal space, says which goals each node may give its children at
+    this decision (see hdppo.team.goal_mask).
     """
 
     name: str
@@ -137,6 +139,7 @@ class Layer:
     shared_reward: bool = False
     attend: Callable[[np.ndarray, LayerContext], np.ndarray] | None = None
     entities: Entities | None = None
+    goal_mask: Callable[[LayerContext], np.ndarray] | None = None
 
 
 @dataclass
@@ -259,6 +262,10 @@ def _check_layer(layer: Layer, *, bottom: bool, where: str) -> None:
         if layer.goal_space is not None:
             raise ScenarioError(f"bottom layer {layer.name!r} declares a goal_space, but it has no children",
                                 "drop goal_space from the bottom layer", where=where)
+        if layer.goal_mask is not None:
+            raise ScenarioError(f"bottom layer {layer.name!r} sets goal_mask, but it gives no goals",
+                                "drop goal_mask from the bottom layer (units' legal actions come from the env's "
+                                "action mask)", where=where)
         return
     space = layer.goal_space
     if space is None:
@@ -270,6 +277,10 @@ def _check_layer(layer: Layer, *, bottom: bool, where: str) -> None:
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
         raise ScenarioError(f"layer {layer.name!r} declares a {type(space).__name__} goal space",
                             "goal spaces are Discrete or Box", where=where)
+    if layer.goal_mask is not None and not isinstance(space, gym.spaces.Discrete):
+        raise ScenarioError(f"layer {layer.name!r} sets goal_mask on a {type(space).__name__} goal space",
+                            "goal_mask masks the goals of a Discrete goal space; drop it or use Discrete(n)",
+                            where=where)
     if layer.goal_features is not None and layer.goal_features_space is None:
         raise ScenarioError(f"layer {layer.name!r} gives goal_features but no goal_features_space",
                             "set goal_features_space=Box(low, high, (F,)) for the grounded features", where=where)

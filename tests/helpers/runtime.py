@@ -65,9 +65,10 @@ def worker_actions(run: Path, steps: int, seed: int, deterministic: bool = True,
 
 
 def team_actions(run: Path, steps: int, seed: int, deterministic: bool = True, team=None,
-                 across_episodes: bool = False) -> list[dict[str, object]]:
+                 across_episodes: bool = False, after_act=None) -> list[dict[str, object]]:
     """The same episode (or episodes, as worker_actions) acted by hdppo.load(run) (or `team`) over the
-    scenario's own one-copy batch (seeded as a worker's); the team is reset at each new episode."""
+    scenario's own one-copy batch (seeded as a worker's); the team is reset at each new episode.
+    `after_act(team)` runs after each of the team's acts."""
     import hdppo
     from hdppo.runfolder import load_run_config
     config = load_run_config(run)
@@ -91,6 +92,8 @@ def team_actions(run: Path, steps: int, seed: int, deterministic: bool = True, t
                                                           for i, u in enumerate(env.units)}
             state = env.state()[0] if env.state_space is not None else None
             acts = team.act(obs, masks, agents=units, state=state, sim=env)
+            if after_act is not None:
+                after_act(team)
             out.append({u: np.asarray(a).tolist() for u, a in acts.items()})
             arr = np.zeros((1, len(env.units)) + tuple(env.action_space.shape or ()), env.action_space.dtype)
             for i, u in enumerate(env.units):

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from hdppo.sims.smax import world_units
-from hdppo.sims.smax_hier import flat_intrinsic, ground, nearest_enemy, squad_origin
+from hdppo.sims.smax_hier import flat_intrinsic, ground, living_enemies, nearest_enemy, squad_origin
 
 
 def world(units: list[tuple[float, float, float]]) -> np.ndarray:
@@ -86,3 +86,12 @@ def test_the_flat_shaping_pays_nothing_to_the_dead_nor_for_healing_nor_without_e
     k, has = nearest_enemy(none_left, SZ3)
     assert has.tolist() == [[False, False]]
     np.testing.assert_array_equal(flat_intrinsic(SZ3)(SimpleNamespace(env=_Env(none_left, none_left))), [[0.0, 0.0]])
+
+
+def test_the_commander_and_squads_may_name_only_living_enemies() -> None:
+    """Enemy 1 is dead in W: every node's row allows enemy 0 only (a goal naming enemy 1 would be a
+    decision wasted until the next one: it never succeeds and grounds without a vector)."""
+    ctx = SimpleNamespace(env=_Env(W, W), alive=np.ones((1, 3), bool))
+    np.testing.assert_array_equal(living_enemies(SZ)(ctx), [[[True, False]] * 3])
+    both = world([(1.0, 8, 16), (1.0, 9, 16), (0.5, 24, 8), (0.2, 20, 8)])
+    assert living_enemies(SZ)(SimpleNamespace(env=_Env(W, both), alive=np.ones((1, 1), bool))).all()

@@ -1,7 +1,8 @@
 """SMAX's target hierarchy (`hier=true`): the units' grounded goal is their enemy's vector and health
 in SMAX's own state, goal success fires when that enemy dies, scripted squads pass their target on,
 `hdppo check` passes on every map, a short 3-layer training on 3m evaluates, and the flat team's
-goal-free shaping pays what each unit's nearest enemy lost."""
+goal-free shaping pays what each unit's nearest enemy lost; the upper layers choose among the
+living enemies."""
 from __future__ import annotations
 
 import json
@@ -95,6 +96,32 @@ def test_goal_success_fires_when_the_assigned_enemy_dies() -> None:
     assert fired > 0 and quiet > 0
     counts = hier.pop_goal_counts()
     assert counts["low"][1] > 0 and counts["mid"][1] > 0
+
+
+def test_the_commander_and_squads_choose_among_the_enemies_alive_in_smax_state() -> None:
+    """At every decision of the upper layers the action mask is SMAX's own living enemies (any
+    while none is left), so a uniform commander never names a dead enemy once some are killed."""
+    from hdppo.team.controllers import uniform_policy
+    hier = HierarchyEnv(SCENARIO, CFG, n_envs=4, seed=3)
+    hier.reset(3)
+    pols = [uniform_policy(inf, 7 + inf.index) for inf in hier.info]
+    low, checked, some_dead = scripted_low(SZ), 0, 0
+
+    def act(d):
+        nonlocal checked, some_dead
+        if d.layer == 2:
+            return low(d)
+        living = smax_truth(hier.env)[1][:, SZ.A:] > 0                          # [E, K]
+        want = np.where(living.any(-1, keepdims=True), living, True)[:, None]
+        np.testing.assert_array_equal(d.action_mask, np.broadcast_to(want, d.action_mask.shape))
+        a = pols[d.layer](d)
+        assert np.take_along_axis(d.action_mask, a[..., None], -1)[d.mask].all()
+        checked += 1
+        some_dead += int((~living).any())
+        return a
+    for _ in range(80):
+        hier.step(act)
+    assert checked > 10 and some_dead > 0, "no decision was made after an enemy died"
 
 
 def random_legal(rng: np.random.Generator):
