@@ -8,6 +8,8 @@
 - `hdppo.sims.vmas`: `VmasBatch` and `vmas_scenario` (the `vmas` extra);
 - `hdppo.sims.jaxmarl`: `JaxmarlBatch` and `jaxmarl_scenario`, any JaxMARL env jitted and vmapped;
   `hdppo.sims.smax`: `SmaxBatch` and `smax_scenario`, SMAX's StarCraft micro (the `smax` extra);
+- `hdppo.sims.rware_batch`: `RwareBatch`, RWARE 2.0's warehouses natively in numpy (no rware import),
+  stepping as rware itself for the same seeds and actions (`rware_layout`, `rware_moves`);
 - `hdppo.sims.parallel_view`: `BatchParallelEnv`, one copy of a batch behind PettingZoo's API;
 - `hdppo.sims.scene`: `Scene` (what a frame shows), `Overlay`, `render_frame`.
 
