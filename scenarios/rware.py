@@ -1,4 +1,9 @@
-"""rware: the multi-robot warehouse (RWARE 2.0, EPyMARL's benchmark) through GymnasiumMultiAgent.
+"""rware: the multi-robot warehouse (RWARE 2.0, EPyMARL's benchmark), trained on a native batch.
+
+Training steps `RwareBatch` (hdppo.sims.rware_batch: E warehouses as numpy arrays, stepping as
+rware 2.0 itself for the same seeds and actions); the scenario's PettingZoo env (`env(cfg)`, for
+`hdppo check`'s API test and for driving a loaded team) is rware's own through GymnasiumMultiAgent.
+The hooks read the same state arrays from either (`world`).
 
 Robots in a warehouse of shelf blocks and highways fetch the requested shelves (the request queue),
 carry them to the delivery cells at the bottom wall and return them to a free shelf cell. A robot
@@ -38,6 +43,7 @@ docs/scenarios/rware.md.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -48,10 +54,12 @@ from gymnasium import spaces
 from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
 from hdppo.errors import ScenarioError
 from hdppo.sims import GymnasiumMultiAgent
+from hdppo.sims.rware_batch import Before, RwareBatch
 
 SIZE = re.compile(r"(tiny|small|medium|large)-([1-9]|1[0-9])ag")
 FORWARD = np.array([(0, -1), (0, 1), (-1, 0), (1, 0)])   # (dx, dy) facing rware's Direction UP, DOWN, LEFT, RIGHT
 FETCH, DELIVER, RETURN = range(3)                        # a robot's leg
+FAR = np.iinfo(np.int64).max                            # a distance no cell has
 GOAL_BOX = spaces.Box(np.array([-1, -1, 0, 0, 0], np.float32), np.ones(5, np.float32), dtype=np.float32)
 
 
@@ -72,8 +80,8 @@ def env_id(cfg: RwareConfig) -> str:
 
 @dataclass
 class Snapshot:
-    """The robots' state before an env step, for the flat shaping: positions [U, 2] (x, y), the shelf
-    each carries (None if none) and the ids of the requested shelves."""
+    """The robots' state before an env step of the PettingZoo env, for the flat shaping: positions
+    [U, 2] (x, y), the shelf each carries (None if none) and the ids of the requested shelves."""
 
     pos: np.ndarray
     carrying: list[Any]
@@ -115,55 +123,133 @@ def make_env(cfg: RwareConfig) -> RwareEnv:
 
 
 def episode_info(env: RwareEnv) -> dict[str, float]:
+    """The episode's deliveries of one PettingZoo copy (the native batch reports its own: RwareBatch.episode_info)."""
     return {"deliveries": float(env.deliveries)}
 
 
+def make_batch(cfg: RwareConfig, n_envs: int, seed: int | None) -> RwareBatch:
+    """The scenario's native batch: E warehouses stepping as rware itself (hdppo.sims.rware_batch)."""
+    queue_size(cfg)                                  # the scenario's own errors for a bad size
+    return RwareBatch(cfg.size, cfg.hard, n_envs, seed)
+
+
 # ---- the dispatcher: state read from the warehouses behind ctx.env --------------------------------
-def warehouses(env: Any) -> list[Any]:
-    """The rware Warehouse of each copy behind a hook's ctx.env (hdppo's PettingZoo adapter)."""
+class Warehouses:
+    """RwareBatch's state arrays (x, y, dir, carrying, shelf_x, shelf_y, queue, requested, shelf_at,
+    before, picked, highways, goals, grid_size) read from rware's own Warehouse objects: the copies
+    of the scenario's PettingZoo env (RwareEnv). `keep_picked` writes `picked` back to them."""
+
+    def __init__(self, envs: list[RwareEnv]) -> None:
+        self.envs = envs
+        ws: list[Any] = [e.env.unwrapped for e in envs]      # rware.Warehouse
+        self.grid_size = tuple(ws[0].grid_size)
+        self.highways = np.asarray(ws[0].highways) > 0
+        self.goals = np.array(ws[0].goals)
+        self.x = np.array([[a.x for a in w.agents] for w in ws], np.int64)
+        self.y = np.array([[a.y for a in w.agents] for w in ws], np.int64)
+        self.dir = np.array([[a.dir.value for a in w.agents] for w in ws], np.int64)
+        self.carrying = np.array([[_id(a.carrying_shelf) for a in w.agents] for w in ws], np.int64)
+        self.shelf_x = np.array([[s.x for s in w.shelfs] for w in ws], np.int64)
+        self.shelf_y = np.array([[s.y for s in w.shelfs] for w in ws], np.int64)
+        self.queue = np.array([[s.id - 1 for s in w.request_queue] for w in ws], np.int64)
+        self.requested = np.zeros(self.shelf_x.shape, bool)
+        np.put_along_axis(self.requested, self.queue, True, axis=1)
+        self.shelf_at = np.stack([w.grid[1] for w in ws]).astype(np.int64) - 1     # grid[1]: shelf ids
+        valid = np.array([e.before is not None for e in envs])
+        like = Snapshot(np.stack([self.x[0], self.y[0]], 1), [None] * self.x.shape[1], set())
+        snaps = [like if e.before is None else e.before for e in envs]
+        self.before = Before(np.array([b.pos[:, 0] for b in snaps], np.int64),
+                             np.array([b.pos[:, 1] for b in snaps], np.int64),
+                             np.array([[_id(c) for c in b.carrying] for b in snaps], np.int64),
+                             np.array([[id(s) in b.queued for s in w.shelfs] for b, w in zip(snaps, ws)]), valid)
+        self.picked = np.array([[id(s) in e.picked for s in w.shelfs] for e, w in zip(envs, ws)])
+
+    def keep_picked(self) -> None:
+        for env, flags in zip(self.envs, self.picked):
+            shelves: list[Any] = env.env.unwrapped.shelfs    # type: ignore[attr-defined]
+            env.picked = {id(s) for s, f in zip(shelves, flags) if f}
+
+
+def _id(shelf: Any) -> int:
+    return -1 if shelf is None else int(shelf.id) - 1
+
+
+def world(env: Any) -> Any:
+    """The warehouses' state arrays behind a hook's ctx.env: the scenario's RwareBatch itself (or one
+    passed to hdppo.load as sim=), or `Warehouses` over the copies of its PettingZoo env (raw_envs)."""
     raw = getattr(env, "raw_envs", None)
-    if raw is None:
-        raise ScenarioError(f"rware's goal hooks read the warehouse's state, but ctx.env is a {type(env).__name__}",
-                            "with hdppo.load, pass sim=SimpleNamespace(raw_envs=[env]) (env: the scenario's env)",
-                            where="scenario 'rware'")
-    return [e.env.unwrapped for e in raw]
+    if raw is not None:
+        return Warehouses(list(raw))
+    if hasattr(env, "carrying") and hasattr(env, "queue"):
+        return env
+    raise ScenarioError(f"rware's goal hooks read the warehouse's state, but ctx.env is a {type(env).__name__}",
+                        "with hdppo.load, pass sim=RwareBatch(size, hard) stepped as your warehouse, or "
+                        "sim=SimpleNamespace(raw_envs=[env]) (env: the scenario's PettingZoo env)",
+                        where="scenario 'rware'")
 
 
-def _nearest(cells: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """For each point of `at` [U, 2], the nearest (Manhattan) of `cells` [C, 2]."""
-    return cells[np.abs(at[:, None, :] - cells[None, :, :]).sum(-1).argmin(axis=1)]
+@functools.lru_cache(maxsize=8)
+def _cells(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The grid's cells (x, y) [C, 2] in row-major order and their Manhattan distances [C, C]."""
+    ys, xs = np.divmod(np.arange(height * width), width)
+    cells = np.stack([xs, ys], axis=1)
+    dist = np.abs(cells[:, None, :] - cells[None, :, :]).sum(-1)
+    for a in (cells, dist):
+        a.setflags(write=False)                           # shared by every caller (cached)
+    return cells, dist
+
+
+def _within(a: np.ndarray, high: int, low: int = 0) -> np.ndarray:
+    """a clipped to [low, high] (np.clip's own checks cost more than the clip on these small arrays)."""
+    return np.minimum(np.maximum(a, low), high)
+
+
+def _argnearest(dist: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """The index of the nearest allowed entry along the last axis (the first on a tie)."""
+    return np.where(ok, dist, FAR).argmin(axis=-1)
+
+
+def leg_of(carrying: np.ndarray, requested: np.ndarray) -> np.ndarray:
+    """Each robot's leg [E, U] from the shelf it carries (-1: none) and the requested flags [E, S]."""
+    rows = np.arange(len(carrying))[:, None]
+    return np.where(carrying < 0, FETCH, np.where(requested[rows, np.maximum(carrying, 0)], DELIVER, RETURN))
 
 
 def legs(w: Any, goals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each robot's leg [U], position [U, 2] and target cell [U, 2] (x, y) under goals [U]."""
-    pos = np.array([(a.x, a.y) for a in w.agents])
-    queued = {id(s) for s in w.request_queue}
-    leg = np.array([FETCH if a.carrying_shelf is None else DELIVER if id(a.carrying_shelf) in queued else RETURN
-                    for a in w.agents])
-    shelves = np.array([(s.x, s.y) for s in w.request_queue])
-    target = shelves[np.clip(goals, 0, len(shelves) - 1)]
-    if (leg == DELIVER).any():
-        target[leg == DELIVER] = _nearest(np.array(w.goals), pos[leg == DELIVER])
-    if (leg == RETURN).any():
-        free = (w.highways == 0) & (w.grid[1] == 0)      # shelf cells without a shelf (grid[1]: shelf ids)
-        for x, y in pos[leg == RETURN]:
-            free[y, x] |= not w.highways[y, x]           # a robot's own cell, under the shelf it carries
-        ys, xs = np.nonzero(free)
-        target[leg == RETURN] = _nearest(np.stack([xs, ys], axis=1), pos[leg == RETURN])
+    """Each robot's leg [E, U], position [E, U, 2] and target cell [E, U, 2] (x, y) under goals [E, U]."""
+    rows = np.arange(w.x.shape[0])[:, None]
+    pos = np.stack([w.x, w.y], axis=-1)
+    leg = leg_of(w.carrying, w.requested)
+    k = w.queue[rows, _within(goals, w.queue.shape[1] - 1)]
+    target = np.stack([w.shelf_x[rows, k], w.shelf_y[rows, k]], axis=-1)
+    deliver, back = leg == DELIVER, leg == RETURN
+    H, W = w.grid_size
+    cells, dist = _cells(H, W)
+    here = w.y * W + w.x                                  # each robot's cell index
+    if deliver.any():
+        goal_cells = np.asarray(w.goals, np.int64)
+        near = dist[here[deliver]][:, goal_cells[:, 1] * W + goal_cells[:, 0]].argmin(axis=1)
+        target[deliver] = goal_cells[near]
+    if back.any():      # shelf cells without a shelf, and the returning robots' own (under the shelf they carry)
+        shelf_cell = ~np.asarray(w.highways, bool)
+        e, u = np.nonzero(back)
+        free = shelf_cell[None] & (np.asarray(w.shelf_at) < 0)
+        free[e, w.y[e, u], w.x[e, u]] |= shelf_cell[w.y[e, u], w.x[e, u]]
+        target[back] = cells[_argnearest(dist[here[back]], free.reshape(len(free), -1)[e])]
     return leg, pos, target
 
 
 def ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
     """The robots' goals grounded as [ahead, right, fetch, deliver, return], [E, U, 5]."""
+    w = world(ctx.env)
+    leg, pos, target = legs(w, np.asarray(goals, np.int64))
+    f = FORWARD[w.dir]
+    v = target - pos
+    scale = float(sum(w.grid_size))
     out = np.zeros((*goals.shape, 5), np.float32)
-    for e, w in enumerate(warehouses(ctx.env)):
-        leg, pos, target = legs(w, np.asarray(goals[e], np.int64))
-        f = FORWARD[[a.dir.value for a in w.agents]]
-        v = target - pos
-        scale = float(sum(w.grid_size))
-        out[e, :, 0] = (v * f).sum(-1) / scale
-        out[e, :, 1] = (v[:, 0] * -f[:, 1] + v[:, 1] * f[:, 0]) / scale
-        out[e, np.arange(len(leg)), 2 + leg] = 1.0
+    out[..., 0] = (v * f).sum(-1) / scale
+    out[..., 1] = (v[..., 0] * -f[..., 1] + v[..., 1] * f[..., 0]) / scale
+    np.put_along_axis(out, (2 + leg)[..., None], 1.0, axis=-1)
     return out
 
 
@@ -176,82 +262,80 @@ def _moved_on(ctx: LayerContext) -> tuple[np.ndarray, np.ndarray]:
 def success(ctx: LayerContext) -> np.ndarray:
     """A robot reached its goal when it picked up its assigned shelf or delivered a shelf, [E, U]."""
     picked, delivered = _moved_on(ctx)
-    mine = np.zeros_like(picked)
-    for e, w in enumerate(warehouses(ctx.env)):
-        k = np.clip(np.asarray(ctx.goals[e], np.int64), 0, len(w.request_queue) - 1)
-        mine[e] = [a.carrying_shelf is w.request_queue[j] for a, j in zip(w.agents, k)]
+    w = world(ctx.env)
+    rows = np.arange(w.x.shape[0])[:, None]
+    k = _within(np.asarray(ctx.goals, np.int64), w.queue.shape[1] - 1)
+    mine = w.carrying == w.queue[rows, k]
     return (picked & mine) | delivered
 
 
-def first_picks(env: Any, picked: np.ndarray) -> np.ndarray:
-    """Of the robots that lifted a requested shelf this step (picked [U]), those lifting it for the
-    first time since it was requested, [U]; marks those shelves in env.picked (a RwareEnv's). A
-    shelf set down and lifted again is no new pick, so a pick reward cannot be farmed that way."""
-    w = env.env.unwrapped
-    env.picked &= {id(s) for s in w.request_queue}     # a delivered shelf may be requested, and picked, again
-    first = np.zeros(len(w.agents), bool)
-    for u in np.flatnonzero(picked):
-        shelf = id(w.agents[u].carrying_shelf)
-        if shelf not in env.picked:
-            env.picked.add(shelf)
-            first[u] = True
+def first_picks(w: Any, picked: np.ndarray) -> np.ndarray:
+    """Of the robots that lifted a requested shelf this step (picked [E, U]), those lifting it for the
+    first time since it was requested, [E, U]; marks those shelves in w.picked [E, S]. A shelf set
+    down and lifted again is no new pick, so a pick reward cannot be farmed that way."""
+    w.picked &= w.requested                   # a delivered shelf may be requested, and picked, again
+    e, u = np.nonzero(picked)
+    shelf = w.carrying[e, u]
+    first = np.zeros(picked.shape, bool)
+    first[e, u] = ~w.picked[e, shelf]
+    w.picked[e, shelf] = True
+    if hasattr(w, "keep_picked"):
+        w.keep_picked()
     return first
 
 
 def progress(ctx: LayerContext) -> np.ndarray:
     """+1 per cell closer to the leg's target (0 when the leg changed), +1 per delivery and per first
     pick of a requested shelf since it was requested (first_picks)."""
+    w = world(ctx.env)
     prev, now = ctx.prev_goal_features, ctx.goal_features
     same = (prev[..., 2:] == now[..., 2:]).all(-1)
-    step = (np.abs(prev[..., :2]).sum(-1) - np.abs(now[..., :2]).sum(-1)) * float(sum(warehouses(ctx.env)[0].grid_size))
+    step = (np.abs(prev[..., :2]).sum(-1) - np.abs(now[..., :2]).sum(-1)) * float(sum(w.grid_size))
     picked, delivered = _moved_on(ctx)
-    warehouses(ctx.env)                                 # refuses a ctx.env without the rware envs
-    first = np.stack([first_picks(env, p) for env, p in zip(ctx.env.raw_envs, picked)])
-    return np.where(same, np.clip(step, -1, 1), 0.0) + first + delivered
+    return np.where(same, _within(step, 1, -1), 0.0) + first_picks(w, picked) + delivered
 
 
 def flat_shaping(ctx: LayerContext) -> np.ndarray:
     """The flat team's goal-free shaping, [E, U]: the robots' `progress` with the assigned shelf
     replaced by the nearest requested shelf that no robot carries (no progress term on a fetch leg
     while every requested shelf is carried), +1 for the first pick of a requested shelf since it was
-    requested, +1 for a delivery. Reads each env's state before the step (RwareEnv.before) and after."""
-    rows = []
-    for env in ctx.env.raw_envs:
-        w, b = env.env.unwrapped, env.before
-        free = [s for s in w.request_queue if all(a.carrying_shelf is not s for a in w.agents)]
-        pos_now = np.array([(a.x, a.y) for a in w.agents])
-        goals = np.zeros(len(w.agents), np.int64)
-        if free:      # legs() takes queue indices: the nearest free requested shelf of each robot
-            cells = np.array([(s.x, s.y) for s in free])
-            near = np.abs(pos_now[:, None, :] - cells[None, :, :]).sum(-1).argmin(axis=1)
-            goals = np.array([w.request_queue.index(free[k]) for k in near])
-        leg, pos, target = legs(w, goals)
-        r = np.zeros(len(w.agents))
-        if b is not None:
-            leg_before = np.array([FETCH if c is None else DELIVER if id(c) in b.queued else RETURN
-                                   for c in b.carrying])
-            step = np.abs(b.pos - target).sum(-1) - np.abs(pos - target).sum(-1)
-            on = (leg_before == leg) & ((leg != FETCH) | bool(free))
-            r += np.where(on, np.clip(step, -1, 1), 0.0)
-            r += first_picks(env, (leg_before == FETCH) & (leg == DELIVER))
-            r += (leg_before == DELIVER) & (leg == RETURN)
-        rows.append(r)
-    return np.asarray(rows, np.float64)
+    requested, +1 for a delivery. Reads the state before the step (`before`) and after; 0 in a copy
+    not stepped since its reset."""
+    w = world(ctx.env)
+    E, U = w.x.shape
+    rows = np.arange(E)[:, None]
+    carried = np.zeros(w.requested.shape, bool)
+    e, u = np.nonzero(w.carrying >= 0)
+    carried[e, w.carrying[e, u]] = True
+    free = ~carried[rows, w.queue]                                   # [E, Q]: requested, no robot carries it
+    H, W = w.grid_size
+    _, dist = _cells(H, W)
+    shelf_cells = w.shelf_y[rows, w.queue] * W + w.shelf_x[rows, w.queue]
+    d = dist[(w.y * W + w.x)[:, :, None], shelf_cells[:, None, :]]
+    goals = _argnearest(d, free[:, None, :])              # the nearest free request; 0 where none is free
+    leg, pos, target = legs(w, goals)
+    b = w.before
+    leg_before = leg_of(b.carrying, b.requested)
+    step = np.abs(np.stack([b.x, b.y], axis=-1) - target).sum(-1) - np.abs(pos - target).sum(-1)
+    on = (leg_before == leg) & ((leg != FETCH) | free.any(axis=1)[:, None]) & b.valid[:, None]
+    r = np.where(on, _within(step, 1, -1), 0.0)
+    r += first_picks(w, (leg_before == FETCH) & (leg == DELIVER) & b.valid[:, None])
+    r += (leg_before == DELIVER) & (leg == RETURN) & b.valid[:, None]
+    return np.asarray(r, np.float64)
 
 
 def dispatcher_view(robots: int, queue: int):
     """The dispatcher's observation: robots (x, y, carrying requested, carrying other), shelves (x, y, carried)."""
     def observe(ctx: LayerContext) -> np.ndarray:
-        rows = []
-        for w in warehouses(ctx.env):
-            size = np.array(w.grid_size[::-1]) - 1.0
-            carried = {id(a.carrying_shelf) for a in w.agents}
-            queued = {id(s) for s in w.request_queue}
-            bots = [(a.x / size[0], a.y / size[1], id(a.carrying_shelf) in queued,
-                     a.carrying_shelf is not None and id(a.carrying_shelf) not in queued) for a in w.agents]
-            shelves = [(s.x / size[0], s.y / size[1], id(s) in carried) for s in w.request_queue]
-            rows.append(np.concatenate([np.ravel(bots), np.ravel(shelves)]))
-        return np.asarray(rows, np.float32)[:, None, :]
+        w = world(ctx.env)
+        E = w.x.shape[0]
+        rows = np.arange(E)[:, None]
+        sx, sy = np.array(w.grid_size[::-1]) - 1.0
+        leg = leg_of(w.carrying, w.requested)
+        bots = np.stack([w.x / sx, w.y / sy, leg == DELIVER, leg == RETURN], axis=-1)
+        carried = (w.queue[:, :, None] == w.carrying[:, None, :]).any(-1)
+        shelves = np.stack([w.shelf_x[rows, w.queue] / sx, w.shelf_y[rows, w.queue] / sy, carried], axis=-1)
+        return np.concatenate([bots.reshape(E, -1), shelves.reshape(E, -1)], axis=1).astype(np.float32)[:, None, :]
     return observe, spaces.Box(0.0, 1.0, (4 * robots + 3 * queue,), np.float32)
 
 
@@ -287,4 +371,4 @@ SCENARIO = Scenario(
     description="RWARE 2.0 warehouse (size=tiny-2ag|tiny-4ag|small-4ag, hard): flat, or a dispatcher "
                 "assigning requested shelves (layers=2)",
     env=make_env, graph=lambda cfg, agents: AgentGraph.team(agents, cfg.layers, len(agents)),
-    layers=make_layers, config=RwareConfig, episode_info=episode_info)
+    layers=make_layers, config=RwareConfig, batched_env=make_batch)

@@ -23,6 +23,8 @@ State, for a scenario's hooks (arrays over copies, updated in place; ids 0-based
 - `before`: `x`, `y`, `carrying`, `requested` as they were before the last step (`before.valid` [E]
   False until a copy's first step after its reset);
 - `t` [E]: the episode's step; `deliveries` [E]: requested shelves delivered this episode;
+- `picked` [E, S] bool: flags a scenario keeps per shelf, cleared at each reset (the rware
+  scenario's: requested shelves whose first pick its shaping rewarded);
 - `highways` [H, W] bool, `goals` [G, 2] (x, y) delivery cells, `grid_size` (H, W) and `layout`.
 """
 from __future__ import annotations
@@ -88,6 +90,7 @@ class RwareBatch(NumpyBatch):
         self.requested = self._req[:, :S]
         self.t = np.zeros(E, np.int64)
         self.deliveries = np.zeros(E, np.float64)
+        self.picked = np.zeros((E, S), bool)
         self.before = Before(self.x.copy(), self.y.copy(), self.carrying.copy(), self.requested.copy(),
                              np.zeros(E, bool))
         self.obs = np.zeros((E, U, OBS_DIM), np.float32)
@@ -148,6 +151,7 @@ class RwareBatch(NumpyBatch):
         self.requested[envs[:, None], self.queue[envs]] = True
         self.t[envs] = 0
         self.deliveries[envs] = 0.0
+        self.picked[envs] = False
         self.before.valid[envs] = False
         self.alive[envs] = True
         self._pos = self._cell(self.x, self.y)

@@ -12,7 +12,7 @@ import gymnasium as gym
 
 from hdppo import LayerContext
 from hdppo.errors import ScenarioError
-from hdppo.scenarios.rware import DELIVER, FETCH, RETURN, SCENARIO, ground, progress, success
+from hdppo.scenarios.rware import DELIVER, FETCH, RETURN, SCENARIO, episode_info, ground, progress, success
 
 
 def _env(**keys):
@@ -61,7 +61,7 @@ def test_the_scenario_env_steps_as_rwares_own(size, hard):
         if t % 97 == 50:
             assert sum(rew.values()) >= 1.0
         if done:
-            assert SCENARIO.episode_info(env) == {"deliveries": float(delivered)}
+            assert episode_info(env) == {"deliveries": float(delivered)}     # the PettingZoo env's count
             obs, _ = env.reset(seed=4)
             ref, _ = raw.reset(seed=4)
             delivered = 0

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("rware", reason="pip install 'hdppo[rware]'")
 
 from hdppo.errors import ScenarioError
-from hdppo.scenarios.rware import SCENARIO
+from hdppo.scenarios.rware import SCENARIO, episode_info
 from hdppo.sims import rware_moves
 from hdppo.sims.pettingzoo import PettingZooBatch
 from hdppo.sims.rware_batch import DX, DY, FORWARD, LOAD, RwareBatch
@@ -65,7 +65,7 @@ def reference(size: str, hard: bool, n: int) -> PettingZooBatch:
     """The scenario's env path before the native batch: copies of rware through GymnasiumMultiAgent."""
     cfg = SCENARIO.make_config({"size": size, "hard": hard})
     units = [f"robot_{i}" for i in range(layout(size, hard).n_agents)]
-    return PettingZooBatch(lambda: SCENARIO.env(cfg), units, n, None, SCENARIO.episode_info)
+    return PettingZooBatch(lambda: SCENARIO.env(cfg), units, n, None, episode_info)
 
 
 @pytest.mark.parametrize("size,hard,seed", [("tiny-2ag", False, 0), ("tiny-4ag", True, 5), ("small-4ag", False, 9)])
