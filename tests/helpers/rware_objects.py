@@ -1,6 +1,7 @@
 """The rware scenario's hooks as they read rware's own objects before the native batch (scenarios/rware.py
-at the commit before it, unchanged): the reference the batch-reading hooks must equal
-(tests/scenarios/test_rware_hooks_batch.py). Test code only; ctx.env is a PettingZooBatch (raw_envs)."""
+at the commit before it; `_moved_on`, which reads only the grounded legs, is the scenario's own): the
+reference the batch-reading hooks must equal (tests/scenarios/test_rware_hooks_batch.py). Test code only;
+ctx.env is a PettingZooBatch (raw_envs)."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,7 +11,7 @@ from gymnasium import spaces
 
 from hdppo import LayerContext
 from hdppo.errors import ScenarioError
-from hdppo.scenarios.rware import DELIVER, FETCH, FORWARD, RETURN
+from hdppo.scenarios.rware import DELIVER, FETCH, FORWARD, RETURN, _moved_on  # reads the grounded legs only
 
 
 # ---- the dispatcher: state read from the warehouses behind ctx.env --------------------------------
@@ -60,12 +61,6 @@ def ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
         out[e, :, 1] = (v[:, 0] * -f[:, 1] + v[:, 1] * f[:, 0]) / scale
         out[e, np.arange(len(leg)), 2 + leg] = 1.0
     return out
-
-
-def _moved_on(ctx: LayerContext) -> tuple[np.ndarray, np.ndarray]:
-    """(picked a requested shelf, delivered one) this step, [E, U], from the legs before and after."""
-    before, after = ctx.prev_goal_features[..., 2:], ctx.goal_features[..., 2:]
-    return (before[..., FETCH] > 0) & (after[..., DELIVER] > 0), (before[..., DELIVER] > 0) & (after[..., RETURN] > 0)
 
 
 def success(ctx: LayerContext) -> np.ndarray:
