@@ -143,8 +143,9 @@ def manifest(team: Team, models: dict[str, str], source: dict[str, Any]) -> dict
             entry["children"] = children(team, i)
             entry["max_children"] = info.max_children
             entry["goal_mask"] = (None if spec.goal_mask is None else
-                                  f"scenario hook {_hook(spec.goal_mask)}: bool [nodes, n] of the goals each node may "
-                                  "give now; mask the logits of the others out (a node with none may give any)")
+                                  f"scenario hook {_hook(spec.goal_mask)}: bool [nodes, n] (or [nodes, children, n], a "
+                                  "row per child slot) of the goals each node may give now; mask the logits of "
+                                  "the others out (a slot with none may give any)")
         if loaded is not None:
             head = loaded.module.head
             entry["model"] = {"file": models.get(info.name),

@@ -13,6 +13,10 @@ enemy, each squad assigns each of its units an enemy (its own target passed thro
   zero vector.
 - Goal masks (commander and squads): a node chooses among the enemies alive at its decision (any,
   once none is left), from the world state.
+- `hold=true`: a goal stands until its enemy dies (per child slot, `held_targets`): a child holding
+  a living enemy may be given only that one at its parent's decisions, so a layer decides anew for
+  a child only when its target died (or at the episode's start). Without it the parents re-decide
+  every `interval` steps.
 - goal_success (units and squads): the assigned enemy died at this step (alive before it, dead
   after), so a goal naming an enemy already dead never succeeds.
 - Units' intrinsic reward: the health fraction their enemy lost this step (by anyone's fire; a kill
@@ -116,6 +120,19 @@ def living_enemies(sz: Sizes) -> Callable[[Any], np.ndarray]:
     return hook
 
 
+def held_targets(sz: Sizes) -> Callable[[Any], np.ndarray]:
+    """The goal mask with `hold=true`, per child slot, bool [E, N, C, K]: a child that holds an enemy
+    still alive keeps it (a target stands until it dies), the others choose among the living."""
+    def hook(ctx: Any) -> np.ndarray:
+        hp = world_units(np.asarray(ctx.env.state(), np.float32), sz.A + sz.K)[1][:, sz.A:]
+        living = hp > 0                                                          # [E, K]
+        k = np.clip(np.asarray(ctx.child_goals, np.int64), 0, sz.K - 1)          # [E, N, C]
+        keep = np.asarray(ctx.child_holds, bool) & living[np.arange(len(k))[:, None, None], k]
+        held = np.arange(sz.K) == k[..., None]
+        return np.where(keep[..., None], held, living[:, None, None, :])
+    return hook
+
+
 def _target_hp(world: np.ndarray, goals: np.ndarray, sz: Sizes) -> np.ndarray:
     hp = world_units(np.asarray(world, np.float32), sz.A + sz.K)[1][:, sz.A:]
     return np.take_along_axis(hp, np.clip(np.asarray(goals, np.int64), 0, sz.K - 1), axis=1)
@@ -209,7 +226,8 @@ def layers(cfg: Any) -> list:
         return team_layers(cfg)
     sz = Sizes(cfg)
     enemy: gym.spaces.Discrete = gym.spaces.Discrete(sz.K)
-    box, success, legal = goal_space(sz), goal_success(sz), living_enemies(sz)
+    box, success = goal_space(sz), goal_success(sz)
+    legal = held_targets(sz) if getattr(cfg, "hold", False) else living_enemies(sz)
     return [Layer("high", interval=8, goal_space=enemy, use_state=True, goal_features=goal_features(sz, squad_origin),
                   goal_features_space=box, goal_success=success, goal_mask=legal),
             Layer("mid", interval=4, goal_space=enemy, goal_features=goal_features(sz, unit_origin),

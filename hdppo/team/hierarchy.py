@@ -184,8 +184,12 @@ class HierarchyEnv:
         children = {}
         if i < self.n_layers - 1:
             idx, struct, alive_below = self.idx[i], self.struct[i], self.alive[i + 1]
+            book = self.layers[i + 1].goals
+            assert book is not None
             children = dict(child_features=lambda: agg.gather_children(self.features(i + 1), idx),
-                            child_alive=lambda: struct & agg.gather_children(alive_below, idx))
+                            child_alive=lambda: struct & agg.gather_children(alive_below, idx),
+                            child_goals=lambda: agg.gather_children(book.goals, idx).copy(),
+                            child_holds=lambda: struct & agg.gather_children(book.set, idx))
         return LayerContext(lambda: self.features(i), self.alive[i] if alive is None else alive, self.goals[i],
                             lambda: self.goal_features(i), self.t, self.env, **children)
 
@@ -284,7 +288,11 @@ class HierarchyEnv:
         spec = self.specs[i]
         if spec.goal_mask is None:
             return None
-        return self._slot_view(i, legal_goals(spec, self.context(i), self.scenario.name))
+        per_child = self.info[i].choice == "per_child"
+        legal = legal_goals(spec, self.context(i), self.scenario.name, self.idx[i].shape[2] if per_child else None)
+        if legal.ndim == 4:                              # a row per child slot: slots are node-major
+            return legal.reshape(self.n_envs, -1, legal.shape[-1])
+        return self._slot_view(i, legal)
 
     def _empty_env_actions(self) -> np.ndarray:
         space = self.env.action_space

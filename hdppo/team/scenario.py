@@ -52,20 +52,22 @@ class LayerContext:
     features [E, N, D] the nodes' own features (no goal); alive [E, N] nodes with a living unit;
     goals [E, N] int or [E, N, G] float from the parent; goal_features [E, N, F] those goals
     grounded; t [E] the env step inside the episode; env the BatchedEnv (native scenarios expose
-    state on it). Upper layers also have child_features [E, N, C, Dc] and child_alive [E, N, C].
+    state on it). Upper layers also have child_features [E, N, C, Dc] and child_alive [E, N, C], and
+    child_goals [E, N, C] (Discrete; [E, N, C, *shape] for Box) the goals the children hold now, with
+    child_holds [E, N, C]: the child holds a goal given since its episode began.
     intrinsic and goal_success run after the env step; prev_features / prev_goal_features hold the
     state before it. For goal_features and goal_success the nodes are those receiving the goals.
     Optional fields are computed only when a hook reads them (None where they do not apply).
     """
 
-    OPTIONAL = ("goals", "goal_features", "t", "env", "child_features", "child_alive", "prev_features",
-                "prev_goal_features")
+    OPTIONAL = ("goals", "goal_features", "t", "env", "child_features", "child_alive", "child_goals",
+                "child_holds", "prev_features", "prev_goal_features")
 
     def __init__(self, features: np.ndarray | Callable[[], np.ndarray] | None, alive: np.ndarray,
                  goals: np.ndarray | None = None,
                  goal_features: Any = None, t: np.ndarray | None = None, env: Any = None,
                  child_features: Any = None, child_alive: Any = None, prev_features: Any = None,
-                 prev_goal_features: Any = None) -> None:
+                 prev_goal_features: Any = None, child_goals: Any = None, child_holds: Any = None) -> None:
         self.alive = alive
         self._lazy: dict[str, Callable[[], Any]] = {}
         if callable(features):
@@ -73,7 +75,8 @@ class LayerContext:
         else:
             self.features = features
         given = dict(goals=goals, goal_features=goal_features, t=t, env=env, child_features=child_features,
-                     child_alive=child_alive, prev_features=prev_features, prev_goal_features=prev_goal_features)
+                     child_alive=child_alive, prev_features=prev_features, prev_goal_features=prev_goal_features,
+                     child_goals=child_goals, child_holds=child_holds)
         for name, value in given.items():
             if callable(value) and name not in ("env",):
                 self._lazy[name] = value            # computed on first read

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from hdppo.sims.smax import world_units
-from hdppo.sims.smax_hier import flat_intrinsic, ground, living_enemies, nearest_enemy, squad_origin
+from hdppo.sims.smax_hier import flat_intrinsic, ground, held_targets, living_enemies, nearest_enemy, squad_origin
 
 
 def world(units: list[tuple[float, float, float]]) -> np.ndarray:
@@ -95,3 +95,14 @@ def test_the_commander_and_squads_may_name_only_living_enemies() -> None:
     np.testing.assert_array_equal(living_enemies(SZ)(ctx), [[[True, False]] * 3])
     both = world([(1.0, 8, 16), (1.0, 9, 16), (0.5, 24, 8), (0.2, 20, 8)])
     assert living_enemies(SZ)(SimpleNamespace(env=_Env(W, both), alive=np.ones((1, 1), bool))).all()
+
+
+def test_with_hold_a_child_keeps_its_living_target_and_the_others_choose_among_the_living() -> None:
+    """Three enemies, enemy 1 dead. One node, three child slots: slot 0 holds enemy 2 (alive: kept),
+    slot 1 holds enemy 1 (dead: free among 0 and 2), slot 2 holds nothing yet (free)."""
+    sz = SimpleNamespace(A=1, K=3)
+    three = world([(1.0, 8, 16), (0.4, 20, 8), (0.0, 0, 0), (1.0, 24, 8)])
+    ctx = SimpleNamespace(env=_Env(three, three), child_goals=np.array([[[2, 1, 0]]]),
+                          child_holds=np.array([[[True, True, False]]]))
+    np.testing.assert_array_equal(held_targets(sz)(ctx)[0, 0], [[False, False, True], [True, False, True],
+                                                                [True, False, True]])

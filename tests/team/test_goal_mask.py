@@ -63,6 +63,40 @@ def test_each_slot_decides_under_its_nodes_mask_of_that_step_and_children_get_on
     assert set(given.tolist()) == {0, 1, 2}, "every goal is legal somewhere, so a uniform layer gives each"
 
 
+def hold(ctx) -> np.ndarray:
+    """Per child slot: only the goal the child holds, else (no goal yet this episode) any of the 3."""
+    held = np.arange(3) == np.asarray(ctx.child_goals)[..., None]               # [E, N, C, 3]
+    return np.where(np.asarray(ctx.child_holds)[..., None], held, True)
+
+
+def test_a_per_child_mask_gives_each_child_slot_its_own_row_so_children_keep_their_goals() -> None:
+    """A hook's [E, N, C, n] rows reach each slot (node-major, as the slots are): a child keeps the
+    goal it was first given for its whole episode, and a new episode starts free (child_holds False)."""
+    scenario, cfg = make_scenario(max_steps=6, mid_interval=1, choice="per_child")
+    hier = HierarchyEnv(with_mid(scenario, goal_mask=hold), cfg, n_envs=3, seed=0)
+    seen = run(hier, 18)                                                         # 3 episodes per copy
+    episode = np.full(3, -1)
+    first: dict[tuple[int, int], np.ndarray] = {}
+    for t, mask, amask, actions in seen:
+        episode += t == 0
+        fresh = t == 0
+        assert amask[fresh].all()                                                # a new episode: any goal
+        np.testing.assert_array_equal(amask[~fresh].sum(-1), 1)                  # later: one goal per slot
+        for e in range(3):
+            start = first.setdefault((e, int(episode[e])), actions[e].copy())
+            live = mask[e]
+            np.testing.assert_array_equal(actions[e][live], start[live], err_msg=f"copy {e} at step {t[e]}")
+    assert len(first) == 9
+    assert len(np.unique(np.stack(list(first.values())))) > 1, "the first goals are free: a uniform layer varies"
+
+
+def test_a_per_child_mask_is_refused_on_a_broadcast_layer_naming_the_shape() -> None:
+    scenario, cfg = make_scenario(max_steps=6, mid_interval=1, choice="broadcast")
+    hier = HierarchyEnv(with_mid(scenario, goal_mask=hold), cfg, n_envs=2, seed=0)
+    with pytest.raises(ScenarioError, match=r"returned bool \(2, 2, \d, 3\), expected bool \(2, 2, 3\)"):
+        run(hier, 1)
+
+
 def test_without_a_goal_mask_upper_decisions_carry_no_action_mask() -> None:
     scenario, cfg = make_scenario(max_steps=6, mid_interval=1)
     assert all(amask is None for _, _, amask, _ in run(HierarchyEnv(scenario, cfg, seed=0), 6))
@@ -80,7 +114,7 @@ def test_a_mask_of_the_wrong_shape_names_the_layer_the_expected_shape_and_the_fi
     bad = with_mid(scenario, goal_mask=lambda ctx: np.ones(ctx.alive.shape, bool))
     hier = HierarchyEnv(bad, cfg, n_envs=2, seed=0)
     with pytest.raises(ScenarioError, match=r"goal_mask of layer 'mid' returned bool \(2, 2\), expected bool "
-                                            r"\(2, 2, 3\)\n  fix: return a bool array"):
+                                            r"\(2, 2, 3\) or \(2, 2, 2, 3\)\n  fix: return a bool array"):
         run(hier, 1)
 
 

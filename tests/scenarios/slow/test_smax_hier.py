@@ -124,6 +124,26 @@ def test_the_commander_and_squads_choose_among_the_enemies_alive_in_smax_state()
     assert checked > 10 and some_dead > 0, "no decision was made after an enemy died"
 
 
+def test_with_hold_a_units_target_changes_only_once_that_enemy_died() -> None:
+    """hold=true: under a uniform commander and squads, a unit's enemy changes inside an episode only
+    where the enemy it held was dead in SMAX's own state at that decision; and targets do change."""
+    from hdppo.team.controllers import uniform_policy
+    hier = HierarchyEnv(SCENARIO, SCENARIO.make_config({"hier": "true", "hold": "true"}), n_envs=4, seed=5)
+    hier.reset(5)
+    pols = [uniform_policy(inf, 11 + inf.index) for inf in hier.info]
+    low = scripted_low(SZ)
+    changed = 0
+    for _ in range(120):
+        held, fresh = hier.goals[2].copy(), np.asarray(hier.t) == 0
+        living = smax_truth(hier.env)[1][:, SZ.A:] > 0                          # [E, K] at this step's decisions
+        was_alive = np.take_along_axis(living, held, axis=1)
+        done = hier.step(lambda d: low(d) if d.layer == 2 else pols[d.layer](d)).done   # a done copy resets
+        moved = (hier.goals[2] != held) & ~(fresh | done)[:, None]
+        assert not (moved & was_alive).any(), "a unit lost a target that was still alive"
+        changed += int(moved.sum())
+    assert changed > 0, "no unit's target died and was replaced"
+
+
 def random_legal(rng: np.random.Generator):
     """Uniform legal actions for the units (the flat team's only layer)."""
     def act(d):
