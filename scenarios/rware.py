@@ -28,6 +28,8 @@ registers), `hard` (request queue = half the robots instead of one per robot: rw
   (setting a shelf down and lifting it again earns nothing). The dispatcher observes every
   robot (x, y, carrying a requested shelf, carrying another) and every requested shelf (x, y,
   carried), coordinates / grid size.
+  Untrained (`--skills`, `--layer low`), the dispatcher is scripted: `greedy_dispatch` sends the
+  robots carrying nothing to the requested shelves no robot carries, nearest pair first.
 
 The flat team's goal-free shaping (`layers=1`, weighted by `w_int.low`, 0 by default so the flat
 team learns from the env reward alone): the robots' shaping with the dispatcher's goal replaced by
@@ -55,6 +57,7 @@ from hdppo import AgentGraph, Layer, LayerContext, Scenario, ScenarioConfig
 from hdppo.errors import ScenarioError
 from hdppo.sims import GymnasiumMultiAgent
 from hdppo.sims.rware_batch import Before, RwareBatch
+from hdppo.sims.rware_layout import layout
 
 SIZE = re.compile(r"(tiny|small|medium|large)-([1-9]|1[0-9])ag")
 FORWARD = np.array([(0, -1), (0, 1), (-1, 0), (1, 0)])   # (dx, dy) facing rware's Direction UP, DOWN, LEFT, RIGHT
@@ -339,6 +342,43 @@ def dispatcher_view(robots: int, queue: int):
     return observe, spaces.Box(0.0, 1.0, (4 * robots + 3 * queue,), np.float32)
 
 
+def greedy_dispatch(robots: int, queue: int, grid_size: tuple[int, int]):
+    """The dispatcher's scripted goals (its goal sampler for `--skills`), from its own observation:
+    the requested shelves no robot carries go, nearest pair first, one each to the robots carrying
+    nothing (by Manhattan distance in cells); a robot left over gets its nearest such shelf, one
+    with none free goal 0 (a carrying robot's goal does not change its leg). Recomputed at each
+    decision, a matched pair stays matched while its robot closes in, so a goal mostly stays in
+    force until the robot lifts its shelf, where a uniform draw every `interval.high` steps would
+    send two robots after one shelf and switch half the goals before they are reached."""
+    H, W = grid_size
+    n_view = 4 * robots + 3 * queue
+
+    def act(decision: Any) -> np.ndarray:
+        obs = np.asarray(decision.obs)                          # [E, robots, D]: one dispatcher's slots
+        E = obs.shape[0]
+        bots = obs[:, 0, :4 * robots].reshape(E, robots, 4)
+        shelves = obs[:, 0, 4 * robots:n_view].reshape(E, queue, 3)
+        bx, by = bots[..., 0] * (W - 1), bots[..., 1] * (H - 1)
+        sx, sy = shelves[..., 0] * (W - 1), shelves[..., 1] * (H - 1)
+        d = np.abs(bx[:, :, None] - sx[:, None]) + np.abs(by[:, :, None] - sy[:, None])   # [E, U, Q]
+        free = np.asarray(shelves[..., 2] < 0.5)                # [E, Q] requested, no robot carries it
+        idle = np.asarray((bots[..., 2] < 0.5) & (bots[..., 3] < 0.5))   # [E, U] carrying nothing
+        goals = np.where(np.any(free, axis=1, keepdims=True), np.where(free[:, None], d, np.inf).argmin(-1), 0)
+        robot_open, shelf_open = idle.copy(), free.copy()
+        rows = np.arange(E)
+        for _ in range(min(robots, queue)):
+            pair = np.where(robot_open[:, :, None] & shelf_open[:, None], d, np.inf).reshape(E, -1)
+            best = pair.argmin(-1)
+            ok = np.isfinite(pair[rows, best])
+            u, k = np.divmod(best, queue)
+            goals[rows[ok], u[ok]] = k[ok]
+            robot_open[rows[ok], u[ok]] = False
+            shelf_open[rows[ok], k[ok]] = False
+        child = obs[..., -robots:].argmax(-1)                   # each slot's robot
+        return np.take_along_axis(goals, child, axis=1).astype(np.int64)
+    return act
+
+
 def queue_size(cfg: RwareConfig) -> tuple[int, int]:
     """(robots, request queue size) of the config, as rware registers them."""
     env_id(cfg)                                      # raises for a size rware does not register
@@ -361,7 +401,8 @@ def make_layers(cfg: RwareConfig) -> list[Layer]:
     return [
         Layer("high", interval=10, goal_space=spaces.Discrete(queue), choice="per_child",
               goal_features=ground, goal_features_space=GOAL_BOX, goal_success=success,
-              observe=observe, observe_space=space),
+              observe=observe, observe_space=space,
+              scripted=greedy_dispatch(robots, queue, layout(cfg.size, cfg.hard).grid_size)),
         Layer("low", intrinsic=progress, w_int=0.05),
     ]
 

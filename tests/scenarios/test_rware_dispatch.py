@@ -1,0 +1,52 @@
+"""rware's scripted dispatcher (the goal sampler of `--skills` on layers=2): requested shelves no robot
+carries go, nearest pair first, one each to the robots carrying nothing; a robot left over gets its
+nearest free shelf. Read from the dispatcher's real slot observations in a HierarchyEnv."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rware", reason="pip install 'hdppo[rware]'")
+
+from hdppo.scenarios.rware import SCENARIO
+from hdppo.team.hierarchy import HierarchyEnv
+from hdppo.team.interfaces import Decision
+
+# tiny-4ag-hard: 4 robots, 2 requested shelves, an 11 x 10 grid; shelves A and B are requested
+A, B, OTHER = 5, 20, 9                   # shelf ids
+
+
+def _scene(w, e: int, robots: list[tuple[int, int, int]], a_at=(1, 1), b_at=(8, 8)) -> None:
+    """Copy e: queue [A, B] at a_at / b_at; robots (x, y, carried shelf id or -1); a carried shelf
+    moves with its robot."""
+    w.requested[e] = False
+    w.queue[e] = [A, B]
+    w.requested[e, [A, B]] = True
+    (w.shelf_x[e, A], w.shelf_y[e, A]), (w.shelf_x[e, B], w.shelf_y[e, B]) = a_at, b_at
+    for u, (x, y, shelf) in enumerate(robots):
+        w.x[e, u], w.y[e, u], w.carrying[e, u] = x, y, shelf
+        if shelf >= 0:
+            w.shelf_x[e, shelf], w.shelf_y[e, shelf] = x, y
+
+
+def test_the_dispatcher_matches_nearest_pairs_first_and_skips_carried_shelves():
+    cfg = SCENARIO.make_config({"size": "tiny-4ag", "hard": True, "layers": 2})
+    dispatcher = SCENARIO.build_layers(cfg)[0]
+    assert dispatcher.scripted is not None
+    hier = HierarchyEnv(SCENARIO, cfg, n_envs=2, seed=0)
+    try:
+        hier.reset(seed=0)
+        w = hier.env
+        # copy 0: robot 1 is 1 cell from B, robot 2 is 2 from A; robot 0 (3 from B, 11 from A) is left
+        # over and goes after its nearest, B; robot 3 carries another shelf (its goal is no leg of it)
+        _scene(w, 0, [(7, 6, -1), (8, 7, -1), (1, 3, -1), (5, 5, OTHER)])
+        # copy 1: robot 0 carries A, so every idle robot is sent to B, even robot 2 right by A's shelf cell
+        _scene(w, 1, [(1, 2, A), (6, 0, -1), (1, 0, -1), (9, 9, -1)], a_at=(1, 1))
+        hier._compute_features()
+        obs = hier.decision_obs(0)
+        goals = np.asarray(dispatcher.scripted(Decision(0, obs, np.ones(obs.shape[:2], bool))))
+    finally:
+        hier.close()
+    assert goals.shape == (2, 4) and goals.dtype == np.int64
+    np.testing.assert_array_equal(goals[0, :3], [1, 1, 0])           # queue entry 0 is A, 1 is B
+    np.testing.assert_array_equal(goals[1, 1:], [1, 1, 1])
