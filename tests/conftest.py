@@ -21,6 +21,10 @@ from tests.helpers import TESTS, TINY
 # use 127.0.0.1, as Ray does on a laptop. tests/ray/test_ray_loopback.py checks it holds.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
+# JAX's compilation cache (hdppo.sims.jaxmarl) in the checkout, not the user's: a clean clone starts
+# cold and every JaxMARL process of the run after the first compile of a step loads it
+os.environ.setdefault("HDPPO_JAX_CACHE", str(TESTS.parent / ".jax-cache"))
+
 SLOW_FOLDERS = {"slow", "faults"}
 RAY_FOLDERS = {"ray"}
 

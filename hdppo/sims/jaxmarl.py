@@ -36,7 +36,10 @@ Mapping (JaxMARL -> hdppo):
   (SMAX: `win`), read from the last state before the reset.
 
 JAX runs on the CPU (`JAX_PLATFORMS=cpu` unless the user set it) with one thread per process
-(`XLA_FLAGS` unless the user set it): hdppo's workers are processes, one core each.
+(`XLA_FLAGS` unless the user set it): hdppo's workers are processes, one core each. Compiled
+steps are kept in JAX's persistent compilation cache (`~/.cache/hdppo/jax`, `HDPPO_JAX_CACHE=DIR`
+or `off`; a cache the user configured for JAX wins), so a worker, eval or check starts without
+compiling a step another process compiled before.
 """
 from __future__ import annotations
 
@@ -62,8 +65,39 @@ TEAM_KEYS = ("layers", "squad_size", "goals", "use_state", "dead_units")
 DEAD_UNITS = ("stay", "leave")      # the first is the default; see the module docstring
 
 
+CACHE_ENV = "HDPPO_JAX_CACHE"      # JAX's persistent compilation cache: a folder, or "off"
+
+
+def compile_cache_dir() -> str | None:
+    """Where JAX keeps compiled programs between processes: $HDPPO_JAX_CACHE, else
+    $XDG_CACHE_HOME/hdppo/jax (~/.cache/hdppo/jax); None with HDPPO_JAX_CACHE=off."""
+    given = os.environ.get(CACHE_ENV, "").strip()
+    if given.lower() in ("off", "0", "false", "none"):
+        return None
+    if given:
+        return os.path.abspath(os.path.expanduser(given))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "hdppo", "jax")
+
+
+def use_compile_cache() -> str | None:
+    """Turn on JAX's persistent compilation cache (compile_cache_dir) unless the user configured one
+    (JAX_COMPILATION_CACHE_DIR or jax.config): every worker process, eval and check of a JaxMARL
+    scenario otherwise compiles the same vmapped step again (SMAX 2s3z: ~15 s each). Returns the
+    folder in use."""
+    import jax
+    current = jax.config.jax_compilation_cache_dir
+    if current:
+        return str(current)
+    folder = compile_cache_dir()
+    if folder is not None:
+        jax.config.update("jax_compilation_cache_dir", folder)
+    return folder
+
+
 def import_jaxmarl() -> Any:
-    """The jaxmarl module (JAX on the CPU, one thread), or a ScenarioError saying how to install it."""
+    """The jaxmarl module (JAX on the CPU, one thread, its compilation cache on), or a ScenarioError
+    saying how to install it."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ.setdefault("XLA_FLAGS", ONE_THREAD)
     saved = sys.stdout, sys.stderr, sys.__stdout__
@@ -78,6 +112,7 @@ def import_jaxmarl() -> Any:
     finally:
         sys.stdout, sys.stderr = saved[:2]
         setattr(sys, "__stdout__", saved[2])   # noqa: B010
+    use_compile_cache()
     return jaxmarl
 
 

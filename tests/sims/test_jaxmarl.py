@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from hdppo.errors import ConfigError, ScenarioError
-from hdppo.sims.jaxmarl import jaxmarl_config, make_env
+from hdppo.sims.jaxmarl import compile_cache_dir, jaxmarl_config, make_env
 from hdppo.sims.smax import smax_env
 
 needs_jaxmarl = pytest.mark.skipif(importlib.util.find_spec("jaxmarl") is None,
@@ -37,3 +37,13 @@ def test_unknown_map_and_env_name_list_the_known_ones():
         smax_env("4m")
     with pytest.raises(ScenarioError, match="MPE_simple_spread_v3"):
         make_env("no_such_env")
+
+
+def test_the_compile_cache_folder_is_the_users_choice_else_the_xdg_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("HDPPO_JAX_CACHE", "off")
+    assert compile_cache_dir() is None
+    monkeypatch.setenv("HDPPO_JAX_CACHE", str(tmp_path / "jax"))
+    assert compile_cache_dir() == str(tmp_path / "jax")
+    monkeypatch.delenv("HDPPO_JAX_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compile_cache_dir() == str(tmp_path / "xdg" / "hdppo" / "jax")
