@@ -15,19 +15,14 @@ machine the best run is the one least disturbed).
 from __future__ import annotations
 
 import argparse
-import time
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
-
-def rate(step: Callable[[], None], n_envs: int, seconds: float) -> float:
-    step()
-    steps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        step()
-        steps += 1
-    return steps * n_envs / (time.perf_counter() - t0)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.*
+from examples.benchmarks.timing import rate
 
 
 def main() -> None:
