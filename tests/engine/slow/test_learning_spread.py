@@ -31,6 +31,7 @@ def final_team_return(out, **over) -> tuple[float, float]:
 
 def test_the_default_critic_learns_simple_spread(tmp_path):
     first, trained = final_team_return(tmp_path / "default")
-    _, frozen = final_team_return(tmp_path / "baseline", lr="1e-12")
+    # the frozen run's return is the same at any length (its policy cannot move): a third of the steps
+    _, frozen = final_team_return(tmp_path / "baseline", lr="1e-12", steps="30000")
     assert trained > frozen + 6.0, (first, trained, frozen)
     assert trained > first + 6.0, (first, trained, frozen)
