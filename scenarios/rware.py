@@ -218,17 +218,20 @@ def leg_of(carrying: np.ndarray, requested: np.ndarray) -> np.ndarray:
     return np.where(carrying < 0, FETCH, np.where(requested[rows, np.maximum(carrying, 0)], DELIVER, RETURN))
 
 
-def legs(w: Any, goals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each robot's leg [E, U], position [E, U, 2] and target cell [E, U, 2] (x, y) under goals [E, U]."""
+def legs(w: Any, goals: np.ndarray, at: tuple[np.ndarray, np.ndarray] | None = None,
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each robot's leg [E, U], position [E, U, 2] and target cell [E, U, 2] (x, y) under goals [E, U];
+    `at` = (x, y) [E, U] puts the robots in other cells of the same warehouse state."""
     rows = np.arange(w.x.shape[0])[:, None]
-    pos = np.stack([w.x, w.y], axis=-1)
+    x, y = (w.x, w.y) if at is None else at
+    pos = np.stack([x, y], axis=-1)
     leg = leg_of(w.carrying, w.requested)
     k = w.queue[rows, _within(goals, w.queue.shape[1] - 1)]
     target = np.stack([w.shelf_x[rows, k], w.shelf_y[rows, k]], axis=-1)
     deliver, back = leg == DELIVER, leg == RETURN
     H, W = w.grid_size
     cells, dist = _cells(H, W)
-    here = w.y * W + w.x                                  # each robot's cell index
+    here = y * W + x                                      # each robot's cell index
     if deliver.any():
         goal_cells = np.asarray(w.goals, np.int64)
         near = dist[here[deliver]][:, goal_cells[:, 1] * W + goal_cells[:, 0]].argmin(axis=1)
@@ -237,7 +240,7 @@ def legs(w: Any, goals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         shelf_cell = ~np.asarray(w.highways, bool)
         e, u = np.nonzero(back)
         free = shelf_cell[None] & (np.asarray(w.shelf_at) < 0)
-        free[e, w.y[e, u], w.x[e, u]] |= shelf_cell[w.y[e, u], w.x[e, u]]
+        free[e, y[e, u], x[e, u]] |= shelf_cell[y[e, u], x[e, u]]
         target[back] = cells[_argnearest(dist[here[back]], free.reshape(len(free), -1)[e])]
     return leg, pos, target
 
@@ -302,8 +305,11 @@ def flat_shaping(ctx: LayerContext) -> np.ndarray:
     """The flat team's goal-free shaping, [E, U]: the robots' `progress` with the assigned shelf
     replaced by the nearest requested shelf that no robot carries (no progress term on a fetch leg
     while every requested shelf is carried), +1 for the first pick of a requested shelf since it was
-    requested, +1 for a delivery. Reads the state before the step (`before`) and after; 0 in a copy
-    not stepped since its reset."""
+    requested, +1 for a delivery. Progress is a potential difference: the distance to the nearest
+    target of the leg from the robot's cell before the step minus that from its cell after, both in
+    the warehouse after the step, so a robot moving back and forth earns nothing net (measured to the
+    target nearest the new cell only, a robot between two equally near shelves earned +1 each way).
+    Reads the state before the step (`before`) and after; 0 in a copy not stepped since its reset."""
     w = world(ctx.env)
     E, U = w.x.shape
     rows = np.arange(E)[:, None]
@@ -314,12 +320,14 @@ def flat_shaping(ctx: LayerContext) -> np.ndarray:
     H, W = w.grid_size
     _, dist = _cells(H, W)
     shelf_cells = w.shelf_y[rows, w.queue] * W + w.shelf_x[rows, w.queue]
-    d = dist[(w.y * W + w.x)[:, :, None], shelf_cells[:, None, :]]
-    goals = _argnearest(d, free[:, None, :])              # the nearest free request; 0 where none is free
-    leg, pos, target = legs(w, goals)
+
+    def nearest_free(x: np.ndarray, y: np.ndarray) -> np.ndarray:     # 0 where none is free
+        return _argnearest(dist[(y * W + x)[:, :, None], shelf_cells[:, None, :]], free[:, None, :])
     b = w.before
+    leg, pos, target = legs(w, nearest_free(w.x, w.y))
+    _, pos_b, target_b = legs(w, nearest_free(b.x, b.y), at=(b.x, b.y))
     leg_before = leg_of(b.carrying, b.requested)
-    step = np.abs(np.stack([b.x, b.y], axis=-1) - target).sum(-1) - np.abs(pos - target).sum(-1)
+    step = np.abs(pos_b - target_b).sum(-1) - np.abs(pos - target).sum(-1)
     on = (leg_before == leg) & ((leg != FETCH) | free.any(axis=1)[:, None]) & b.valid[:, None]
     r = np.where(on, _within(step, 1, -1), 0.0)
     r += first_picks(w, (leg_before == FETCH) & (leg == DELIVER) & b.valid[:, None])

@@ -86,7 +86,7 @@ def use_compile_cache() -> str | None:
     scenario otherwise compiles the same vmapped step again (SMAX 2s3z: ~15 s each). Returns the
     folder in use."""
     import jax
-    current = jax.config.jax_compilation_cache_dir
+    current = getattr(jax.config, "jax_compilation_cache_dir", None)
     if current:
         return str(current)
     folder = compile_cache_dir()

@@ -30,9 +30,10 @@ def _nearest(cells: np.ndarray, at: np.ndarray) -> np.ndarray:
     return cells[np.abs(at[:, None, :] - cells[None, :, :]).sum(-1).argmin(axis=1)]
 
 
-def legs(w: Any, goals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each robot's leg [U], position [U, 2] and target cell [U, 2] (x, y) under goals [U]."""
-    pos = np.array([(a.x, a.y) for a in w.agents])
+def legs(w: Any, goals: np.ndarray, pos: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each robot's leg [U], position [U, 2] and target cell [U, 2] (x, y) under goals [U]; `pos`
+    [U, 2] puts the robots in other cells of the same warehouse state."""
+    pos = np.array([(a.x, a.y) for a in w.agents]) if pos is None else np.asarray(pos)
     queued = {id(s) for s in w.request_queue}
     leg = np.array([FETCH if a.carrying_shelf is None else DELIVER if id(a.carrying_shelf) in queued else RETURN
                     for a in w.agents])
@@ -110,17 +111,20 @@ def flat_shaping(ctx: LayerContext) -> np.ndarray:
         w, b = env.env.unwrapped, env.before
         free = [s for s in w.request_queue if all(a.carrying_shelf is not s for a in w.agents)]
         pos_now = np.array([(a.x, a.y) for a in w.agents])
-        goals = np.zeros(len(w.agents), np.int64)
-        if free:      # legs() takes queue indices: the nearest free requested shelf of each robot
+
+        def nearest_free(at: np.ndarray) -> np.ndarray:   # queue indices, as legs() takes them
+            if not free:
+                return np.zeros(len(w.agents), np.int64)
             cells = np.array([(s.x, s.y) for s in free])
-            near = np.abs(pos_now[:, None, :] - cells[None, :, :]).sum(-1).argmin(axis=1)
-            goals = np.array([w.request_queue.index(free[k]) for k in near])
-        leg, pos, target = legs(w, goals)
+            near = np.abs(at[:, None, :] - cells[None, :, :]).sum(-1).argmin(axis=1)
+            return np.array([w.request_queue.index(free[k]) for k in near])
+        leg, pos, target = legs(w, nearest_free(pos_now))
         r = np.zeros(len(w.agents))
         if b is not None:
             leg_before = np.array([FETCH if c is None else DELIVER if id(c) in b.queued else RETURN
                                    for c in b.carrying])
-            step = np.abs(b.pos - target).sum(-1) - np.abs(pos - target).sum(-1)
+            _, _, target_b = legs(w, nearest_free(b.pos), pos=b.pos)   # from the cells before, in the warehouse now
+            step = np.abs(b.pos - target_b).sum(-1) - np.abs(pos - target).sum(-1)
             on = (leg_before == leg) & ((leg != FETCH) | bool(free))
             r += np.where(on, np.clip(step, -1, 1), 0.0)
             r += first_picks(env, (leg_before == FETCH) & (leg == DELIVER))

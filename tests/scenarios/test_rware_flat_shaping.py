@@ -108,3 +108,32 @@ def test_the_dispatchers_robots_cannot_farm_picks_either():
         env.step({n: (LOAD if i == 0 else NOOP) for i, n in enumerate(env.possible_agents)})
         rewards.append(progress(ctx(goal_features=ground(goals, ctx()), prev_goal_features=before))[0, 0])
     assert rewards == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0] and a.carrying_shelf is None
+
+
+def test_a_robot_back_where_it_started_has_earned_no_progress():
+    """Forward, turn around, forward, turn around: robot 0 ends where it began, facing the same way,
+    the warehouse unchanged, so the progress it earned sums to 0 from every cell and facing. (It was
+    measured to the target nearest the robot's new cell only: between two equally near requests a
+    robot earned +1 each way, and a flat team at w_int.low=0.05 learned to pace, delivering nothing.)"""
+    from rware.warehouse import Direction
+    _, env = _flat()
+    w = env.env.unwrapped
+    _park_others(w)
+    a = w.agents[0]
+    H, W = w.grid_size
+    LEFT = 2
+    cycles = 0
+    for y in range(1, H):
+        for x in range(W):
+            for facing in Direction:
+                a.x, a.y, a.dir, a.carrying_shelf = x, y, facing, None
+                w._recalc_grid()
+                earned = _step(env, FORWARD)[0]
+                if (a.x, a.y) == (x, y):
+                    continue                      # a wall or a robot ahead: no move to undo
+                for act in (LEFT, LEFT, FORWARD, LEFT, LEFT):
+                    earned += _step(env, act)[0]
+                assert (a.x, a.y, a.dir) == (x, y, facing)
+                assert earned == 0.0, (x, y, facing, earned)
+                cycles += 1
+    assert cycles > 50
