@@ -67,6 +67,11 @@ class SkillStage:
     layer: str = "low"
     then: str = "high"
 
+    @property
+    def trains_skills(self) -> bool:
+        """Whether the hierarchy's own run trains the skill layer on (a warm start) or keeps it frozen."""
+        return self.then == "all" or self.layer in self.then.split(",")
+
 
 @dataclass
 class ProtocolPlan:
@@ -413,7 +418,7 @@ def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command
     sk = plan.skills
     budget = f"**{plan.steps:,} env frames per run** in every arm"
     if sk is not None:
-        frozen = " (the skills frozen)" if sk.layer not in sk.then.split(",") else " (the skills trained on)"
+        frozen = " (the skills trained on)" if sk.trains_skills else " (the skills frozen)"
         budget += (f"; the hierarchy's include its skill run: {sk.steps:,} frames of `hdppo train --skills` (its "
                    f"units learn to reach the goals of an untrained commander), then the rest in its own run, "
                    f"`--layer {sk.then} --load {sk.layer}=SKILLRUN`{frozen}")
@@ -513,7 +518,9 @@ def why_lines(plan: ProtocolPlan, summary: dict[str, Any]) -> list[str]:
     if not why["goal_success"]:
         lines.append("The scenario reports no goal success (no layer has a `goal_success` test).")
     dm, dlo, dhi = r["trained_minus_random"]
-    if np.isfinite(dlo):
+    if len(r["per_seed"]) < 2:
+        lines.append("- One seed: the trained and the random commander have no interval to compare by.")
+    elif np.isfinite(dlo):
         if dlo > 0:
             lines.append(f"- The trained commander's goals add {dm:.3f} [{dlo:.3f}, {dhi:.3f}] {o} over random goals: "
                          "its choices matter.")

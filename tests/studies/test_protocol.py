@@ -107,6 +107,12 @@ def test_the_skill_runs_frames_count_in_the_hierarchys_budget(tmp_path):
         _plan(tmp_path, skills=4000)
 
 
+def test_a_skill_layer_is_trained_on_when_the_hierarchys_run_names_it_or_all():
+    assert not SkillStage(10).trains_skills                                  # then="high": frozen
+    assert SkillStage(10, then="all").trains_skills and SkillStage(10, then="high,low").trains_skills
+    assert not SkillStage(10, then="high,mid").trains_skills
+
+
 def test_runs_of_another_budget_are_refused(tmp_path):
     plan = _plan(tmp_path)
     check_budget(plan, write=True)
