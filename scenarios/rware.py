@@ -36,6 +36,8 @@ team learns from the env reward alone): the robots' shaping with the dispatcher'
 the nearest requested shelf no robot carries: +1 per cell of progress along the leg, +1 for the
 first pick of a requested shelf since it was requested (a shelf set down and lifted again earns no
 second one), +1 for a delivery. `layers=1 w_int.low=0.05` gives it the robots' weight.
+`compass=true` (layers=1) appends to each robot's observation the target that shaping measures
+progress to, grounded as the dispatcher's robots' goal (`compass`).
 
 Episode metric (`hdppo eval`, `hdppo plot`): `deliveries` (requested shelves delivered). See
 docs/scenarios/rware.md.
@@ -63,6 +65,7 @@ SIZE = re.compile(r"(tiny|small|medium|large)-([1-9]|1[0-9])ag")
 FORWARD = np.array([(0, -1), (0, 1), (-1, 0), (1, 0)])   # (dx, dy) facing rware's Direction UP, DOWN, LEFT, RIGHT
 FETCH, DELIVER, RETURN = range(3)                        # a robot's leg
 FAR = np.iinfo(np.int64).max                            # a distance no cell has
+COMPASS_DIM = 5                                          # [ahead, right, fetch, deliver, return]
 GOAL_BOX = spaces.Box(np.array([-1, -1, 0, 0, 0], np.float32), np.ones(5, np.float32), dtype=np.float32)
 
 
@@ -71,6 +74,7 @@ class RwareConfig(ScenarioConfig):
     size: str = "tiny-2ag"      # tiny-2ag, tiny-4ag, small-4ag (any {tiny,small,medium,large}-Nag, N < 20)
     hard: bool = False          # request queue = robots // 2 (rware's -hard), else one per robot
     layers: int = 1             # 1 flat; 2 a dispatcher assigning requested shelves to robots
+    compass: bool = False       # layers=1: the robots also observe `compass` (5 numbers)
 
 
 def env_id(cfg: RwareConfig) -> str:
@@ -93,14 +97,27 @@ class Snapshot:
 
 class RwareEnv(GymnasiumMultiAgent):
     """One rware env as a PettingZoo ParallelEnv that also counts the episode's deliveries and keeps
-    the robots' state before the last step (`before`) for the flat shaping."""
+    the robots' state before the last step (`before`) for the flat shaping; with `compass=True` each
+    robot's observation ends with `compass` (as CompassBatch's)."""
 
     deliveries = 0.0
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, compass: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.before: Snapshot | None = None
         self.picked: set[int] = set()      # requested shelves whose pick the flat shaping has rewarded
+        self.compass = compass
+        if compass:
+            (n,) = self._obs_spaces[self.possible_agents[0]].shape or (0,)
+            space = spaces.Box(-np.inf, np.inf, (n + COMPASS_DIM,), np.float32)
+            self._obs_spaces = {a: space for a in self.possible_agents}
+
+    def _obs(self, raw: Any) -> dict[str, Any]:
+        if not self.compass:
+            return super()._obs(raw)
+        more = compass(Warehouses([self]))[0]
+        return {a: np.concatenate([np.asarray(ob, np.float32).reshape(-1), c])
+                for (a, ob), c in zip(zip(self.possible_agents, raw), more)}
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         self.deliveries = 0.0
@@ -122,7 +139,7 @@ def make_env(cfg: RwareConfig) -> RwareEnv:
 
     name = env_id(cfg)
     env = gym.make(name, disable_env_checker=True)
-    return RwareEnv(env, [f"robot_{i}" for i in range(queue_size(cfg)[0])], name="rware")
+    return RwareEnv(env, [f"robot_{i}" for i in range(queue_size(cfg)[0])], name="rware", compass=cfg.compass)
 
 
 def episode_info(env: RwareEnv) -> dict[str, float]:
@@ -133,7 +150,7 @@ def episode_info(env: RwareEnv) -> dict[str, float]:
 def make_batch(cfg: RwareConfig, n_envs: int, seed: int | None) -> RwareBatch:
     """The scenario's native batch: E warehouses stepping as rware itself (hdppo.sims.rware_batch)."""
     queue_size(cfg)                                  # the scenario's own errors for a bad size
-    return RwareBatch(cfg.size, cfg.hard, n_envs, seed)
+    return (CompassBatch if cfg.compass else RwareBatch)(cfg.size, cfg.hard, n_envs, seed)
 
 
 # ---- the dispatcher: state read from the warehouses behind ctx.env --------------------------------
@@ -245,17 +262,52 @@ def legs(w: Any, goals: np.ndarray, at: tuple[np.ndarray, np.ndarray] | None = N
     return leg, pos, target
 
 
-def ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
-    """The robots' goals grounded as [ahead, right, fetch, deliver, return], [E, U, 5]."""
-    w = world(ctx.env)
-    leg, pos, target = legs(w, np.asarray(goals, np.int64))
+def in_frame(w: Any, leg: np.ndarray, pos: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """[ahead, right, fetch, deliver, return], [E, U, 5]: the vector from pos to target in each robot's
+    frame / (width + height), and its leg one-hot."""
     f = FORWARD[w.dir]
     v = target - pos
     scale = float(sum(w.grid_size))
-    out = np.zeros((*goals.shape, 5), np.float32)
+    out = np.zeros((*leg.shape, 5), np.float32)
     out[..., 0] = (v * f).sum(-1) / scale
     out[..., 1] = (v[..., 0] * -f[..., 1] + v[..., 1] * f[..., 0]) / scale
     np.put_along_axis(out, (2 + leg)[..., None], 1.0, axis=-1)
+    return out
+
+
+def ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
+    """The robots' goals grounded as [ahead, right, fetch, deliver, return], [E, U, 5]."""
+    w = world(ctx.env)
+    return in_frame(w, *legs(w, np.asarray(goals, np.int64)))
+
+
+def free_requests(w: Any) -> np.ndarray:
+    """[E, Q]: which queue entries are requested shelves no robot carries."""
+    carried = np.zeros(w.requested.shape, bool)
+    e, u = np.nonzero(w.carrying >= 0)
+    carried[e, w.carrying[e, u]] = True
+    return np.asarray(~carried[np.arange(len(carried))[:, None], w.queue])
+
+
+def nearest_free(w: Any, x: np.ndarray, y: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """[E, U]: the queue entry of the free request (free [E, Q]) nearest each cell (x, y) [E, U]; 0
+    in a copy where none is free."""
+    rows = np.arange(len(free))[:, None]
+    H, W = w.grid_size
+    _, dist = _cells(H, W)
+    shelf_cells = w.shelf_y[rows, w.queue] * W + w.shelf_x[rows, w.queue]
+    return _argnearest(dist[(y * W + x)[:, :, None], shelf_cells[:, None, :]], free[:, None, :])
+
+
+def compass(w: Any) -> np.ndarray:
+    """The flat robots' goal-free compass (`compass=true`), [E, U, 5]: `in_frame` toward the target
+    the flat shaping measures progress to (the nearest requested shelf no robot carries, then the
+    nearest delivery cell, then the nearest free shelf cell); the vector is 0 on a fetch leg while
+    every requested shelf is carried."""
+    free = free_requests(w)
+    out = in_frame(w, *legs(w, nearest_free(w, w.x, w.y, free)))
+    none = (out[..., 2 + FETCH] > 0) & ~np.asarray(free.any(axis=1))[:, None]
+    out[..., :2] *= ~none[..., None]
     return out
 
 
@@ -311,24 +363,13 @@ def flat_shaping(ctx: LayerContext) -> np.ndarray:
     target nearest the new cell only, a robot between two equally near shelves earned +1 each way).
     Reads the state before the step (`before`) and after; 0 in a copy not stepped since its reset."""
     w = world(ctx.env)
-    E, U = w.x.shape
-    rows = np.arange(E)[:, None]
-    carried = np.zeros(w.requested.shape, bool)
-    e, u = np.nonzero(w.carrying >= 0)
-    carried[e, w.carrying[e, u]] = True
-    free = ~carried[rows, w.queue]                                   # [E, Q]: requested, no robot carries it
-    H, W = w.grid_size
-    _, dist = _cells(H, W)
-    shelf_cells = w.shelf_y[rows, w.queue] * W + w.shelf_x[rows, w.queue]
-
-    def nearest_free(x: np.ndarray, y: np.ndarray) -> np.ndarray:     # 0 where none is free
-        return _argnearest(dist[(y * W + x)[:, :, None], shelf_cells[:, None, :]], free[:, None, :])
+    free = free_requests(w)
     b = w.before
-    leg, pos, target = legs(w, nearest_free(w.x, w.y))
-    _, pos_b, target_b = legs(w, nearest_free(b.x, b.y), at=(b.x, b.y))
+    leg, pos, target = legs(w, nearest_free(w, w.x, w.y, free))
+    _, pos_b, target_b = legs(w, nearest_free(w, b.x, b.y, free), at=(b.x, b.y))
     leg_before = leg_of(b.carrying, b.requested)
     step = np.abs(pos_b - target_b).sum(-1) - np.abs(pos - target).sum(-1)
-    on = (leg_before == leg) & ((leg != FETCH) | free.any(axis=1)[:, None]) & b.valid[:, None]
+    on = (leg_before == leg) & ((leg != FETCH) | np.asarray(free.any(axis=1))[:, None]) & b.valid[:, None]
     r = np.where(on, _within(step, 1, -1), 0.0)
     r += first_picks(w, (leg_before == FETCH) & (leg == DELIVER) & b.valid[:, None])
     r += (leg_before == DELIVER) & (leg == RETURN) & b.valid[:, None]
@@ -398,7 +439,19 @@ def queue_size(cfg: RwareConfig) -> tuple[int, int]:
     return robots, queue
 
 
+class CompassBatch(RwareBatch):
+    """RwareBatch whose robots' observations end with `compass` (`layers=1 compass=true`)."""
+
+    obs_extra = COMPASS_DIM
+
+    def _observe(self) -> np.ndarray:
+        return np.concatenate([super()._observe(), compass(self)], axis=-1)
+
+
 def make_layers(cfg: RwareConfig) -> list[Layer]:
+    if cfg.compass and cfg.layers != 1:
+        raise ScenarioError(f"compass=true with layers={cfg.layers}", "use compass=true with layers=1: the "
+                            "dispatcher's robots observe their goal, grounded the same way", where="scenario 'rware'")
     if cfg.layers == 1:
         return [Layer("low", intrinsic=flat_shaping, w_int=0.0)]
     if cfg.layers != 2:

@@ -4,7 +4,9 @@
 included, nothing trained) and lists every setting where RUN/config.json differs: a default that
 changed since the run (`low.epochs: 4 in the run, 16 now`), a scenario parameter, the layers
 trained. Settings that do not change what training does (the budget, progress, checkpoint and
-logging intervals, timeouts, the Ray address) are not compared.
+logging intervals, timeouts, the Ray address) are not compared, nor is a setting added since the
+run was made that the command leaves at its default (a new option's default keeps the old
+behaviour; one that does not is a behaviour change, recorded in CHANGELOG.md).
 """
 from __future__ import annotations
 
@@ -59,5 +61,13 @@ def changed_from(recorded: dict[str, Any], argv: list[str]) -> list[str]:
     then = {k: v for k, v in flatten({k: recorded.get(k) for k in ("train", "scenario_config", "layers")}).items()
             if compared(k)}
     missing = "(not recorded)"
+    added = {k for k in set(now) - set(then) if not _named(k, argv)}      # settings newer than the run
     return [f"{key}: {then.get(key, missing)} in the run, {now.get(key, missing)} now"
-            for key in sorted(set(now) | set(then)) if then.get(key, missing) != now.get(key, missing)]
+            for key in sorted((set(now) | set(then)) - added) if then.get(key, missing) != now.get(key, missing)]
+
+
+def _named(key: str, argv: list[str]) -> bool:
+    """Whether ARGV sets the setting KEY (`compass=true`, `low.epochs=4` for `...epochs`)."""
+    leaf = key.rsplit(".", 1)[-1]
+    keys = [tok.partition("=")[0] for tok in argv if "=" in tok and not tok.startswith("-")]
+    return any(k.rsplit(".", 1)[-1] == leaf for k in keys)

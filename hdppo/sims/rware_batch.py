@@ -64,7 +64,10 @@ class Before:
 
 
 class RwareBatch(NumpyBatch):
-    """E rware warehouses of one size; see the module docstring."""
+    """E rware warehouses of one size; see the module docstring. A subclass that appends features of
+    its own to each robot's observation sets `obs_extra` (their count) and extends `_observe`."""
+
+    obs_extra = 0
 
     def __init__(self, size: str = "tiny-2ag", hard: bool = False, n_envs: int = 1, seed: int | None = None) -> None:
         self.layout: Layout = layout(size, hard)
@@ -75,7 +78,7 @@ class RwareBatch(NumpyBatch):
         U, S, Q = L.n_agents, L.n_shelves, L.queue_size
         H, W = self.grid_size = L.grid_size
         self.units = [f"robot_{i}" for i in range(U)]
-        self.obs_space = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+        self.obs_space = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM + self.obs_extra,), np.float32)
         self.action_space = gym.spaces.Discrete(5)
         self.action_mask = None
         self.highways, self.goals = L.highways, L.goals
@@ -93,7 +96,7 @@ class RwareBatch(NumpyBatch):
         self.picked = np.zeros((E, S), bool)
         self.before = Before(self.x.copy(), self.y.copy(), self.carrying.copy(), self.requested.copy(),
                              np.zeros(E, bool))
-        self.obs = np.zeros((E, U, OBS_DIM), np.float32)
+        self.obs = np.zeros((E, U, OBS_DIM + self.obs_extra), np.float32)
         self.alive = np.zeros((E, U), bool)
         # the grids are padded by one cell of -1 (off the map), flat: cell (x, y) is (y + 1) * (W + 2) + x + 1
         self._wp = W + 2

@@ -53,6 +53,19 @@ def test_scenario_parameters_and_layers_are_compared(run):
     assert got == [f"scenario_config.size: {size} in the run, {size + 1} now"]
 
 
+def test_a_setting_added_since_the_run_counts_only_where_the_command_sets_it(run, tmp_path):
+    """A run made before a scenario key existed is still what its command makes while the command
+    leaves that key at its default; a command that sets it makes another run."""
+    old = tmp_path / "old"
+    old.mkdir()
+    config = json.loads((run / "config.json").read_text())
+    size = config["scenario_config"].pop("size")        # as if `size` were newer than the run
+    (old / "config.json").write_text(json.dumps(config))
+    assert changed_settings(old, [*ARGS, "epochs=2"]) == []
+    assert changed_settings(old, [*ARGS, "epochs=2", f"size={size}"]) == [
+        f"scenario_config.size: (not recorded) in the run, {size} now"]
+
+
 def test_an_evidence_report_refuses_runs_its_commands_would_not_make(tmp_path):
     out = tmp_path / "ev"
     common = ["workers=1", "backend=inline", "envs_per_worker=4", "rollout=16", "minibatches=1", "log_every=0"]
