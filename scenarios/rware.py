@@ -108,7 +108,7 @@ class RwareEnv(GymnasiumMultiAgent):
         self.picked: set[int] = set()      # requested shelves whose pick the flat shaping has rewarded
         self.compass = compass
         if compass:
-            (n,) = self._obs_spaces[self.possible_agents[0]].shape or (0,)
+            n = spaces.flatdim(self._obs_spaces[self.possible_agents[0]])
             space = spaces.Box(-np.inf, np.inf, (n + COMPASS_DIM,), np.float32)
             self._obs_spaces = {a: space for a in self.possible_agents}
 
@@ -305,9 +305,9 @@ def compass(w: Any) -> np.ndarray:
     nearest delivery cell, then the nearest free shelf cell); the vector is 0 on a fetch leg while
     every requested shelf is carried."""
     free = free_requests(w)
-    out = in_frame(w, *legs(w, nearest_free(w, w.x, w.y, free)))
-    none = (out[..., 2 + FETCH] > 0) & ~np.asarray(free.any(axis=1))[:, None]
-    out[..., :2] *= ~none[..., None]
+    leg, pos, target = legs(w, nearest_free(w, w.x, w.y, free))
+    out = in_frame(w, leg, pos, target)
+    out[..., :2] *= ~((leg == FETCH) & ~np.asarray(free.any(axis=1))[:, None])[..., None]
     return out
 
 
