@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -25,6 +26,11 @@ import numpy as np
 from hdppo import provenance
 from hdppo.engine.metrics import read_csv
 from hdppo.stats import seeds_ci
+
+try:
+    import fcntl
+except ImportError:           # pragma: no cover - not on POSIX: parallel streams may then lose an entry
+    fcntl = None  # type: ignore[assignment]
 
 # The schedules of hdppo's defaults until 2026-12-01 (the learning rate decayed to 0, an unclipped
 # value loss): reports made under them pin these, so their commands still make their runs.
@@ -115,10 +121,23 @@ def train_run(run: Path, cmd: list[str], steps: int, timings: Path, log: Callabl
     if proc.returncode != 0:
         raise SystemExit(f"`{shlex.join(cmd)}` failed (exit {proc.returncode}); see {run.with_suffix('.log')}")
     seconds = time.perf_counter() - t0
-    times = json.loads(timings.read_text()) if timings.is_file() else {}
-    times[run.name] = seconds
-    timings.write_text(json.dumps(times, indent=1))
+    record_seconds(timings, run.name, seconds)
     log(f"       done in {seconds:.0f} s")
+
+
+def record_seconds(timings: Path, name: str, seconds: float) -> None:
+    """Add NAME's training seconds to the JSON file `timings`. Runs trained side by side (one process
+    per stream) share the file: the read-modify-write holds an exclusive `flock` on TIMINGS.lock and
+    lands in one rename, so no entry is lost and a reader never sees half a file."""
+    timings.parent.mkdir(parents=True, exist_ok=True)
+    with open(timings.with_name(timings.name + ".lock"), "a") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        times = json.loads(timings.read_text()) if timings.is_file() else {}
+        times[name] = seconds
+        tmp = timings.with_name(f"{timings.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(times, indent=1))
+        os.replace(tmp, timings)
 
 
 MIN_EPISODES = 50   # curve points averaging fewer episodes are too noisy to compare
