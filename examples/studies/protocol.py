@@ -90,6 +90,7 @@ class ProtocolPlan:
     threshold: float | None = None      # of steps-to-threshold; None: the better flat arm's final training value
     rate: bool = False                  # the outcome is a rate (win, success): its intervals are clipped to [0, 1]
     name: str = ""                      # the report's file name (default: the scenario's)
+    notes: list[str] = field(default_factory=list)     # paragraphs of the report's Notes (earlier designs, ...)
 
     def __post_init__(self) -> None:
         if self.skills is not None and not 0 < self.skills.steps < self.steps:
@@ -472,15 +473,19 @@ def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command
                      f"started, so there is no threshold worth reaching.")
     else:
         what = "the better flat arm's final training value" if summary["threshold_source"] != "given" else "given"
+        since = "; the hierarchy's from its skill run on" if sk else ""
         lines += [f"**Steps to threshold:** env frames until each seed's own training curve ({o} over the last 200 "
-                  f"episodes; the hierarchy's from its skill run on) first reaches {th:.3f} ({what}); mean and "
+                  f"episodes{since}) first reaches {th:.3f} ({what}); mean and "
                   f"95% t interval over the seeds that reached it:", "",
                   "| arm | seeds that reached it | frames (mean, 95% CI) | per seed |", "|---|---|---|---|"]
         for arm in ARMS:
             st = arms[arm]["to_threshold"]
             per = ", ".join("-" if x is None else _k(x) for x in st["per_seed"])
             lines.append(f"| {arm} | {st['reached']} of {n} | {_steps_ci(st['ci'])} | {per} |")
-    lines += ["", *why_lines(plan, summary), "", "Runs (exact commands):", ""]
+    lines += ["", *why_lines(plan, summary), ""]
+    if plan.notes:
+        lines += ["## Notes", ""] + [x for note in plan.notes for x in (note, "")]
+    lines += ["Runs (exact commands):", ""]
     for arm in ARMS:
         lines += [f"- `{c}`" for c in arms[arm]["commands"]]
     lines += ["", "Made by (each run's `provenance.json`, and the code that wrote this report):", ""]

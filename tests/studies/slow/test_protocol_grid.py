@@ -19,7 +19,8 @@ def _plan(out):
     return ProtocolPlan("grid", "success", STEPS, flat=["layers=1"], flat_shaped=["layers=1", "ent_coef=0.05"],
                         hier=["layers=2"], skills=SkillStage(SKILLS, then="high"), seeds=[0, 1],
                         common=["workers=1", "backend=inline", "envs_per_worker=8", "log_every=0"],
-                        eval_episodes=8, out=out, name="grid-protocol", rate=True)
+                        eval_episodes=8, out=out, name="grid-protocol", rate=True,
+                        notes=["An earlier design of this hierarchy did worse."])
 
 
 def test_the_protocol_on_grid(tmp_path, monkeypatch):
@@ -61,6 +62,7 @@ def test_the_protocol_on_grid(tmp_path, monkeypatch):
     assert f"{SKILLS} frames of `hdppo train --skills`" in text
     for arm in ARMS:
         assert f"| **{arm}**" in text
+    assert "## Notes\n\nAn earlier design of this hierarchy did worse.\n\nRuns (exact commands):" in text
     assert (docs / "grid-protocol.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     stamp = (plan.run_dir(HIER, 0) / "state.json").stat().st_mtime_ns
