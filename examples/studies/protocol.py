@@ -605,6 +605,9 @@ def parser(plan: ProtocolPlan, description: str | None = None,
 def configure(plan: ProtocolPlan, args: argparse.Namespace) -> ProtocolPlan:
     """The plan with the command line's budget, seeds, folder and settings (the given plan unchanged)."""
     skills = None
+    if plan.skills is None and args.skill_steps:
+        raise SystemExit(f"--skill-steps {args.skill_steps}: this plan's hierarchy has no skill stage (it trains "
+                         f"from scratch on the whole --steps); drop --skill-steps")
     if plan.skills is not None and args.skill_steps:
         skills = dataclasses.replace(plan.skills, steps=args.skill_steps)
     for item in args.set:

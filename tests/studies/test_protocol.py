@@ -3,6 +3,7 @@ with a skills stage (examples.studies.protocol); the end-to-end run is in slow/t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -130,6 +131,15 @@ def test_command_line_settings_replace_the_plans_own(tmp_path):
     assert got.common == ["workers=2", "backend=inline"] and got.skills is not None and got.skills.steps == 500
     assert (got.steps, got.seeds, got.eval_episodes, got.threshold) == (8000, [3, 4], 7, 0.5)
     assert plan.steps == 4000 and plan.common == ["workers=1"]           # the given plan is unchanged
+    assert configure(plan, argparse.Namespace(**{**vars(args), "skill_steps": 0})).skills is None
+
+
+def test_skill_steps_are_refused_for_a_plan_without_a_skill_stage(tmp_path):
+    plan = dataclasses.replace(_plan(tmp_path), skills=None)
+    args = argparse.Namespace(steps=8000, skill_steps=500, seeds=[0], out=str(tmp_path), episodes=7,
+                              threshold=None, set=[])
+    with pytest.raises(SystemExit, match=r"no skill stage.*drop --skill-steps"):
+        configure(plan, args)
     assert configure(plan, argparse.Namespace(**{**vars(args), "skill_steps": 0})).skills is None
 
 
