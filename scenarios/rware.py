@@ -28,6 +28,8 @@ registers), `hard` (request queue = half the robots instead of one per robot: rw
   (setting a shelf down and lifting it again earns nothing). The dispatcher observes every
   robot (x, y, carrying a requested shelf, carrying another) and every requested shelf (x, y,
   carried), coordinates / grid size.
+  `free_goals=true`: the dispatcher may assign only requested shelves no robot carries (off by
+  default, as the runs made before it).
   Untrained (`--skills`, `--layer low`), the dispatcher is scripted: `greedy_dispatch` sends the
   robots carrying nothing to the requested shelves no robot carries, nearest pair first.
 
@@ -75,6 +77,7 @@ class RwareConfig(ScenarioConfig):
     hard: bool = False          # request queue = robots // 2 (rware's -hard), else one per robot
     layers: int = 1             # 1 flat; 2 a dispatcher assigning requested shelves to robots
     compass: bool = False       # layers=1: the robots also observe `compass` (5 numbers)
+    free_goals: bool = False    # layers=2: the dispatcher may assign only requested shelves no robot carries
 
 
 def env_id(cfg: RwareConfig) -> str:
@@ -376,6 +379,13 @@ def flat_shaping(ctx: LayerContext) -> np.ndarray:
     return np.asarray(r, np.float64)
 
 
+def free_goal_mask(ctx: LayerContext) -> np.ndarray:
+    """The dispatcher's legal goals with `free_goals=true`, bool [E, 1, Q]: the queue entries no robot
+    carries (a carried shelf is someone's already; a robot sent after it chases a shelf it cannot
+    lift). Where every request is carried, any (hdppo.team.goal_mask lets a row of none give all)."""
+    return free_requests(world(ctx.env))[:, None, :]
+
+
 def dispatcher_view(robots: int, queue: int):
     """The dispatcher's observation: robots (x, y, carrying requested, carrying other), shelves (x, y, carried)."""
     def observe(ctx: LayerContext) -> np.ndarray:
@@ -452,6 +462,9 @@ def make_layers(cfg: RwareConfig) -> list[Layer]:
     if cfg.compass and cfg.layers != 1:
         raise ScenarioError(f"compass=true with layers={cfg.layers}", "use compass=true with layers=1: the "
                             "dispatcher's robots observe their goal, grounded the same way", where="scenario 'rware'")
+    if cfg.free_goals and cfg.layers != 2:
+        raise ScenarioError(f"free_goals=true with layers={cfg.layers}", "use free_goals=true with layers=2: it "
+                            "masks the dispatcher's goals", where="scenario 'rware'")
     if cfg.layers == 1:
         return [Layer("low", intrinsic=flat_shaping, w_int=0.0)]
     if cfg.layers != 2:
@@ -462,7 +475,7 @@ def make_layers(cfg: RwareConfig) -> list[Layer]:
     return [
         Layer("high", interval=10, goal_space=spaces.Discrete(queue), choice="per_child",
               goal_features=ground, goal_features_space=GOAL_BOX, goal_success=success,
-              observe=observe, observe_space=space,
+              observe=observe, observe_space=space, goal_mask=free_goal_mask if cfg.free_goals else None,
               scripted=greedy_dispatch(robots, queue, layout(cfg.size, cfg.hard).grid_size)),
         Layer("low", intrinsic=progress, w_int=0.05),
     ]

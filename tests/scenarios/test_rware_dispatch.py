@@ -50,3 +50,35 @@ def test_the_dispatcher_matches_nearest_pairs_first_and_skips_carried_shelves():
     assert goals.shape == (2, 4) and goals.dtype == np.int64
     np.testing.assert_array_equal(goals[0, :3], [1, 1, 0])           # queue entry 0 is A, 1 is B
     np.testing.assert_array_equal(goals[1, 1:], [1, 1, 1])
+
+
+def test_free_goals_masks_the_requests_a_robot_carries():
+    cfg = SCENARIO.make_config({"size": "tiny-4ag", "hard": True, "layers": 2, "free_goals": True})
+    hier = HierarchyEnv(SCENARIO, cfg, n_envs=3, seed=0)
+    try:
+        hier.reset(seed=0)
+        w = hier.env
+        _scene(w, 0, [(7, 6, -1), (8, 7, -1), (1, 3, -1), (5, 5, OTHER)])    # neither request carried
+        _scene(w, 1, [(1, 2, A), (6, 0, -1), (1, 0, -1), (9, 9, -1)])       # robot 0 carries A (entry 0)
+        _scene(w, 2, [(1, 2, A), (8, 8, B), (1, 0, -1), (9, 9, -1)])        # both carried: any goal
+        hier._compute_features()
+        legal = hier.goal_mask(0)
+    finally:
+        hier.close()
+    assert legal is not None and legal.shape == (3, 4, 2)               # [E, the dispatcher's 4 slots, Q]
+    np.testing.assert_array_equal(legal[0], np.ones((4, 2), bool))
+    np.testing.assert_array_equal(legal[1], [[False, True]] * 4)
+    np.testing.assert_array_equal(legal[2], np.ones((4, 2), bool))
+
+
+def test_free_goals_is_off_by_default_and_only_for_the_dispatcher():
+    from hdppo.errors import ScenarioError
+    hier = HierarchyEnv(SCENARIO, SCENARIO.make_config({"size": "tiny-4ag", "hard": True, "layers": 2}),
+                        n_envs=1, seed=0)
+    try:
+        hier.reset(seed=0)
+        assert hier.goal_mask(0) is None
+    finally:
+        hier.close()
+    with pytest.raises(ScenarioError, match="free_goals=true with layers=1"):
+        SCENARIO.build_layers(SCENARIO.make_config({"free_goals": True}))
