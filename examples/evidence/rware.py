@@ -36,6 +36,13 @@ NOTES = [
     "allocation was not what held it back: seed 0's and seed 2's final robots under the scripted dispatcher "
     "delivered 9.3 and 1.7 (30 episodes), about what they delivered under their trained dispatcher. Robots "
     "frozen after the skill run (`then=\"high\"`) delivered 1.74 (seed 0).",
+    "Seed 2 of the hierarchy trained its first 1,161,216 frames as a diagnostic run (this command, another "
+    "folder, beside three other runs), then went on to 2M with `hdppo train --resume`; its minutes are both "
+    "parts' sum.",
+    "A diagnostic, not a protocol arm: the hierarchy with `free_goals=true` (the dispatcher may assign only "
+    "requests no robot carries), seeds 0 and 1, ended its training curve (deliveries over the last 200 "
+    "episodes) at 41.5 and 3.0, against 39.4 and 3.1 without the mask: the seed stuck near 3 deliveries "
+    "stays stuck, so robots sent after shelves another robot carries are not what holds it there.",
     "The shaped flat arm without its compass (`layers=1 w_int.low=0.05`) delivered 0.00 on seeds 0 and 1: "
     "the robots were rewarded for progress toward shelves outside their 3 x 3 view.",
 ]
