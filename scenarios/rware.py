@@ -29,7 +29,8 @@ registers), `hard` (request queue = half the robots instead of one per robot: rw
   robot (x, y, carrying a requested shelf, carrying another) and every requested shelf (x, y,
   carried), coordinates / grid size.
   `free_goals=true`: the dispatcher may assign only requested shelves no robot carries (off by
-  default, as the runs made before it).
+  default, as the runs made before it). `hold=true`: a robot keeps the request it was given until
+  it lifts that shelf or another robot does (off by default).
   Untrained (`--skills`, `--layer low`), the dispatcher is scripted: `greedy_dispatch` sends the
   robots carrying nothing to the requested shelves no robot carries, nearest pair first.
 
@@ -78,6 +79,7 @@ class RwareConfig(ScenarioConfig):
     layers: int = 1             # 1 flat; 2 a dispatcher assigning requested shelves to robots
     compass: bool = False       # layers=1: the robots also observe `compass` (5 numbers)
     free_goals: bool = False    # layers=2: the dispatcher may assign only requested shelves no robot carries
+    hold: bool = False          # layers=2: a robot keeps its shelf until it lifts it or another robot does
 
 
 def env_id(cfg: RwareConfig) -> str:
@@ -386,6 +388,23 @@ def free_goal_mask(ctx: LayerContext) -> np.ndarray:
     return free_requests(world(ctx.env))[:, None, :]
 
 
+def held_goal_mask(free_only: bool) -> Any:
+    """The dispatcher's legal goals with `hold=true`, per child slot (slot u: robot u), bool [E, 1, U, Q]:
+    a robot carrying nothing keeps the request it holds while no robot carries that shelf (a goal
+    stands until it is lifted, as the scripted dispatcher's mostly do); the others may get any
+    request, or with `free_goals=true` any request no robot carries."""
+    def hook(ctx: LayerContext) -> np.ndarray:
+        w = world(ctx.env)
+        free = free_requests(w)                                           # [E, Q]
+        rows = np.arange(len(free))[:, None]
+        k = _within(np.asarray(ctx.child_goals, np.int64)[:, 0], free.shape[1] - 1)     # [E, U]
+        keep = np.asarray(ctx.child_holds, bool)[:, 0] & (w.carrying < 0) & free[rows, k]
+        others = free if free_only else np.ones_like(free)
+        held = np.arange(free.shape[1]) == k[..., None]
+        return np.where(keep[..., None], held, others[:, None, :])[:, None]
+    return hook
+
+
 def dispatcher_view(robots: int, queue: int):
     """The dispatcher's observation: robots (x, y, carrying requested, carrying other), shelves (x, y, carried)."""
     def observe(ctx: LayerContext) -> np.ndarray:
@@ -462,6 +481,9 @@ def make_layers(cfg: RwareConfig) -> list[Layer]:
     if cfg.compass and cfg.layers != 1:
         raise ScenarioError(f"compass=true with layers={cfg.layers}", "use compass=true with layers=1: the "
                             "dispatcher's robots observe their goal, grounded the same way", where="scenario 'rware'")
+    if cfg.hold and cfg.layers != 2:
+        raise ScenarioError(f"hold=true with layers={cfg.layers}", "use hold=true with layers=2: it "
+                            "keeps the dispatcher's goals", where="scenario 'rware'")
     if cfg.free_goals and cfg.layers != 2:
         raise ScenarioError(f"free_goals=true with layers={cfg.layers}", "use free_goals=true with layers=2: it "
                             "masks the dispatcher's goals", where="scenario 'rware'")
@@ -475,7 +497,8 @@ def make_layers(cfg: RwareConfig) -> list[Layer]:
     return [
         Layer("high", interval=10, goal_space=spaces.Discrete(queue), choice="per_child",
               goal_features=ground, goal_features_space=GOAL_BOX, goal_success=success,
-              observe=observe, observe_space=space, goal_mask=free_goal_mask if cfg.free_goals else None,
+              observe=observe, observe_space=space, goal_mask=held_goal_mask(cfg.free_goals) if cfg.hold
+              else free_goal_mask if cfg.free_goals else None,
               scripted=greedy_dispatch(robots, queue, layout(cfg.size, cfg.hard).grid_size)),
         Layer("low", intrinsic=progress, w_int=0.05),
     ]

@@ -82,3 +82,29 @@ def test_free_goals_is_off_by_default_and_only_for_the_dispatcher():
         hier.close()
     with pytest.raises(ScenarioError, match="free_goals=true with layers=1"):
         SCENARIO.build_layers(SCENARIO.make_config({"free_goals": True}))
+
+
+def test_hold_keeps_a_robots_request_until_its_shelf_is_lifted():
+    cfg = SCENARIO.make_config({"size": "tiny-4ag", "hard": True, "layers": 2, "hold": True})
+    hier = HierarchyEnv(SCENARIO, cfg, n_envs=2, seed=0)
+    try:
+        hier.reset(seed=0)
+        w = hier.env
+        assert hier.idx[0][0, 0].tolist() == [0, 1, 2, 3]      # the dispatcher's slot u is robot u
+        book = hier.layers[1].goals
+        book.set[:] = False
+        hier._compute_features()
+        assert hier.goal_mask(0).all()             # no robot holds a goal yet: any request
+        book.goals[:] = [1, 0, 1, 0]               # robots 0, 2 hold B (entry 1); 1, 3 hold A (entry 0)
+        book.set[:] = True
+        # copy 0: nothing carried, so every robot keeps its request; copy 1: robot 0 carries A, so it
+        # (carrying) and robots 1 and 3 (whose A is taken) may get either; robot 2 keeps B
+        _scene(w, 0, [(7, 6, -1), (8, 7, -1), (1, 3, -1), (5, 5, -1)])
+        _scene(w, 1, [(1, 2, A), (6, 0, -1), (1, 0, -1), (9, 9, -1)])
+        hier._compute_features()
+        legal = hier.goal_mask(0)
+    finally:
+        hier.close()
+    assert legal is not None and legal.shape == (2, 4, 2)
+    np.testing.assert_array_equal(legal[0], [[False, True], [True, False], [False, True], [True, False]])
+    np.testing.assert_array_equal(legal[1], [[True, True], [True, True], [False, True], [True, True]])
