@@ -71,7 +71,7 @@ def test_free_goals_masks_the_requests_a_robot_carries():
     np.testing.assert_array_equal(legal[2], np.ones((4, 2), bool))
 
 
-def test_free_goals_is_off_by_default_and_only_for_the_dispatcher():
+def test_free_goals_and_hold_are_off_by_default_and_only_for_the_dispatcher():
     from hdppo.errors import ScenarioError
     hier = HierarchyEnv(SCENARIO, SCENARIO.make_config({"size": "tiny-4ag", "hard": True, "layers": 2}),
                         n_envs=1, seed=0)
@@ -82,6 +82,8 @@ def test_free_goals_is_off_by_default_and_only_for_the_dispatcher():
         hier.close()
     with pytest.raises(ScenarioError, match="free_goals=true with layers=1"):
         SCENARIO.build_layers(SCENARIO.make_config({"free_goals": True}))
+    with pytest.raises(ScenarioError, match="hold=true with layers=1"):
+        SCENARIO.build_layers(SCENARIO.make_config({"hold": True}))
 
 
 def test_hold_keeps_a_robots_request_until_its_shelf_is_lifted():
