@@ -22,9 +22,9 @@ registers), `hard` (request queue = half the robots instead of one per robot: rw
   `interval.high` = 10 steps). The goal is grounded from the env's state as the robot's current
   leg: to that shelf (not carrying), to the nearest delivery cell (carrying a requested shelf), or
   to the nearest free shelf cell (carrying one already delivered), as the vector in the robot's
-  frame (ahead, right) / (width + height) and the leg one-hot. Success: the robot picked that shelf
-  up or delivered one. The robots' intrinsic reward (w_int 0.05): +1 per cell of progress along
-  their leg, +1 for a delivery and for the first pick of a requested shelf since it was requested
+  frame (ahead, right) / (width + height) and the leg one-hot. Success: the robot lifted that shelf
+  for the first time since it was requested, or delivered one (lifting it again is no new
+  success). The robots' intrinsic reward (w_int 0.05): +1 per cell of progress along their leg, +1 for a delivery and for the first pick of a requested shelf since it was requested
   (setting a shelf down and lifting it again earns nothing). The dispatcher observes every
   robot (x, y, carrying a requested shelf, carrying another) and every requested shelf (x, y,
   carried), coordinates / grid size.
@@ -323,13 +323,26 @@ def _moved_on(ctx: LayerContext) -> tuple[np.ndarray, np.ndarray]:
 
 
 def success(ctx: LayerContext) -> np.ndarray:
-    """A robot reached its goal when it picked up its assigned shelf or delivered a shelf, [E, U]."""
-    picked, delivered = _moved_on(ctx)
+    """A robot reached its goal when it lifted its assigned shelf for the first time since it was
+    requested, or delivered a shelf, [E, U]. A shelf set down and lifted again is no new success
+    (robots toggling one shelf would look as successful as robots delivering)."""
+    first, delivered = _step_moves(ctx)
     w = world(ctx.env)
     rows = np.arange(w.x.shape[0])[:, None]
     k = _within(np.asarray(ctx.goals, np.int64), w.queue.shape[1] - 1)
     mine = w.carrying == w.queue[rows, k]
-    return (picked & mine) | delivered
+    return (first & mine) | delivered
+
+
+def _step_moves(ctx: LayerContext) -> tuple[np.ndarray, np.ndarray]:
+    """(first picks, deliveries) of the robots this step, [E, U], computed once per step's context:
+    first_picks marks the shelves it counts, so the robots' reward (progress) and their success,
+    which read one context, must share one answer, in either order."""
+    moves = ctx.__dict__.get("_rware_moves")
+    if moves is None:
+        picked, delivered = _moved_on(ctx)
+        moves = ctx.__dict__["_rware_moves"] = (first_picks(world(ctx.env), picked), delivered)
+    return moves
 
 
 def first_picks(w: Any, picked: np.ndarray) -> np.ndarray:
@@ -354,8 +367,8 @@ def progress(ctx: LayerContext) -> np.ndarray:
     prev, now = ctx.prev_goal_features, ctx.goal_features
     same = (prev[..., 2:] == now[..., 2:]).all(-1)
     step = (np.abs(prev[..., :2]).sum(-1) - np.abs(now[..., :2]).sum(-1)) * float(sum(w.grid_size))
-    picked, delivered = _moved_on(ctx)
-    return np.where(same, _within(step, 1, -1), 0.0) + first_picks(w, picked) + delivered
+    first, delivered = _step_moves(ctx)
+    return np.where(same, _within(step, 1, -1), 0.0) + first + delivered
 
 
 def flat_shaping(ctx: LayerContext) -> np.ndarray:

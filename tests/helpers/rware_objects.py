@@ -65,13 +65,24 @@ def ground(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
 
 
 def success(ctx: LayerContext) -> np.ndarray:
-    """A robot reached its goal when it picked up its assigned shelf or delivered a shelf, [E, U]."""
-    picked, delivered = _moved_on(ctx)
-    mine = np.zeros_like(picked)
+    """A robot reached its goal when it lifted its assigned shelf for the first time since it was
+    requested, or delivered a shelf, [E, U]."""
+    first, delivered = _step_moves(ctx)
+    mine = np.zeros_like(first)
     for e, w in enumerate(warehouses(ctx.env)):
         k = np.clip(np.asarray(ctx.goals[e], np.int64), 0, len(w.request_queue) - 1)
         mine[e] = [a.carrying_shelf is w.request_queue[j] for a, j in zip(w.agents, k)]
-    return (picked & mine) | delivered
+    return (first & mine) | delivered
+
+
+def _step_moves(ctx: LayerContext) -> tuple[np.ndarray, np.ndarray]:
+    """(first picks, deliveries) [E, U], once per context (first_picks marks what it counts)."""
+    if "_ref_moves" not in ctx.__dict__:
+        picked, delivered = _moved_on(ctx)
+        warehouses(ctx.env)                             # refuses a ctx.env without the rware envs
+        first = np.stack([first_picks(env, p) for env, p in zip(ctx.env.raw_envs, picked)])
+        ctx.__dict__["_ref_moves"] = (first, delivered)
+    return ctx.__dict__["_ref_moves"]
 
 
 def first_picks(env: Any, picked: np.ndarray) -> np.ndarray:
@@ -95,9 +106,7 @@ def progress(ctx: LayerContext) -> np.ndarray:
     prev, now = ctx.prev_goal_features, ctx.goal_features
     same = (prev[..., 2:] == now[..., 2:]).all(-1)
     step = (np.abs(prev[..., :2]).sum(-1) - np.abs(now[..., :2]).sum(-1)) * float(sum(warehouses(ctx.env)[0].grid_size))
-    picked, delivered = _moved_on(ctx)
-    warehouses(ctx.env)                                 # refuses a ctx.env without the rware envs
-    first = np.stack([first_picks(env, p) for env, p in zip(ctx.env.raw_envs, picked)])
+    first, delivered = _step_moves(ctx)
     return np.where(same, np.clip(step, -1, 1), 0.0) + first + delivered
 
 

@@ -126,3 +126,28 @@ def test_goals_point_at_the_assigned_shelf_then_delivery_then_a_free_cell():
     assert returning[0, 0, 2 + RETURN] == 1 and s not in w.request_queue
     x, y = _world(w, returning[0])[0]
     assert not w.highways[y, x] and w.grid[1, y, x] == 0
+
+
+@pytest.mark.parametrize("with_progress", [True, False])
+def test_a_shelf_lifted_again_is_no_new_success(with_progress):
+    """A robot that lifts its assigned shelf, sets it down and lifts it again reached its goal once:
+    a stuck team's robots toggled their shelves ~128 times an episode for 3 deliveries, and each lift
+    counted as a success, so its goal success (0.28) looked like a working team's (0.36). The same
+    whether the progress reward (which marks first picks) runs on the step's context or not (w_int 0)."""
+    _, env = _env(size="tiny-4ag", layers=2)
+    env.reset(seed=1)
+    w = env.env.unwrapped
+    k = next(k for k, s in enumerate(w.request_queue) if all((b.x, b.y) != (s.x, s.y) for b in w.agents[1:]))
+    a, s = w.agents[0], w.request_queue[k]
+    a.x, a.y = s.x, s.y
+    w._recalc_grid()
+    g = np.array([[k, 0, 0, 0]])
+    reached = []
+    for _ in range(6):                            # load, unload, load, ...
+        before = ground(g, _ctx(env, g))
+        env.step({n: (4 if i == 0 else 0) for i, n in enumerate(env.possible_agents)})
+        ctx = _ctx(env, g, goal_features=ground(g, _ctx(env, g)), prev_goal_features=before)
+        if with_progress:
+            progress(ctx)                         # the engine's order: the reward, then the success
+        reached.append(bool(success(ctx)[0, 0]))
+    assert reached == [True, False, False, False, False, False] and a.carrying_shelf is None

@@ -4,6 +4,8 @@ seeds, actions and dispatcher goals, the grounded goals, goal success, the robot
 they were (tests/helpers/rware_objects.py) on the scenario's PettingZoo env, step by step."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,16 @@ from hdppo.sims.rware_batch import RwareBatch
 from hdppo.team.assembly import make_env_and_graph
 from tests.helpers import rware_objects as old
 from tests.sims.test_rware_batch import busy
+
+
+@contextlib.contextmanager
+def _picks_kept(env, ref):
+    """The shelves' first-pick marks of both warehouses restored after the block."""
+    batch, objects = env.picked.copy(), [set(e.picked) for e in ref.raw_envs]
+    yield
+    env.picked[...] = batch
+    for e, marks in zip(ref.raw_envs, objects):
+        e.picked = marks
 
 
 def _ctx(env, goals, alive, **more):
@@ -54,11 +66,16 @@ def test_hooks_on_the_batch_equal_the_hooks_on_rwares_objects(size, hard, shapin
         after_new = new.ground(goals, _ctx(env, goals, alive))
         np.testing.assert_array_equal(after_new, after_old, err_msg=f"ground after step {t}")
         more = {"goal_features": after_new, "prev_goal_features": before_new}
-        got = new.success(_ctx(env, goals, alive, **more))
-        np.testing.assert_array_equal(got, old.success(_ctx(ref, goals, alive, **more)))
-        np.testing.assert_array_equal(new.success(_ctx(ref, goals, alive, **more)), got)
+        with _picks_kept(env, ref):               # the raw_envs path, leaving the pick marks as they were
+            via_objects = new.success(_ctx(ref, goals, alive, **more))
+        with _picks_kept(env, ref) if shaping == "flat" else contextlib.nullcontext():
+            # one context per step for the success and the reward, as the engine's (both mark first picks)
+            ctx_new, ctx_old = _ctx(env, goals, alive, **more), _ctx(ref, goals, alive, **more)
+            got = new.success(ctx_new)
+            np.testing.assert_array_equal(got, old.success(ctx_old))
+            np.testing.assert_array_equal(via_objects, got)
         if shaping == "progress":
-            r_new, r_old = new.progress(_ctx(env, goals, alive, **more)), old.progress(_ctx(ref, goals, alive, **more))
+            r_new, r_old = new.progress(ctx_new), old.progress(ctx_old)
         else:
             r_new, r_old = new.flat_shaping(_ctx(env, goals, alive)), old.flat_shaping(_ctx(ref, goals, alive))
         np.testing.assert_array_equal(r_new, r_old, err_msg=f"{shaping} at step {t}")
