@@ -6,7 +6,9 @@ changed since the run (`low.epochs: 4 in the run, 16 now`), a scenario parameter
 trained. Settings that do not change what training does (the budget, progress, checkpoint and
 logging intervals, timeouts, the Ray address) are not compared, nor is a setting added since the
 run was made that the command leaves at its default (a new option's default keeps the old
-behaviour; one that does not is a behaviour change, recorded in CHANGELOG.md).
+behaviour). A scenario key whose default changed what runs do when it arrived says what runs
+made before it did, as its field's metadata `{"before": VALUE}` (hdppo.team.scenario.BEFORE):
+a run without the key is then compared as if it had recorded VALUE.
 """
 from __future__ import annotations
 
@@ -29,16 +31,24 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 def resolved_config(argv: list[str]) -> dict[str, Any]:
     """What `hdppo train ARGV` (arguments after `train`) would record in config.json, without training."""
+    return _resolved(argv)[0]
+
+
+def _resolved(argv: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """resolved_config, and the flattened keys whose field says what runs made before it did (BEFORE)."""
     import dataclasses
 
     from hdppo.cli import parse
     from hdppo.cli.train import train_spec
     from hdppo.engine.config import train_config_to_dict
+    from hdppo.team.scenario import BEFORE
     args = parse(["train", *argv])
     spec = train_spec(args)
-    config = {"train": train_config_to_dict(spec.train), "scenario_config": dataclasses.asdict(spec.resolve().config),
+    cfg = spec.resolve().config
+    config = {"train": train_config_to_dict(spec.train), "scenario_config": dataclasses.asdict(cfg),
               "layers": spec.layers}
-    return json.loads(json.dumps(config, default=str))        # as config.json holds it (tuples as lists)
+    before = {f"scenario_config.{f.name}": f.metadata[BEFORE] for f in dataclasses.fields(cfg) if BEFORE in f.metadata}
+    return json.loads(json.dumps(config, default=str)), before     # as config.json holds it (tuples as lists)
 
 
 def compared(key: str) -> bool:
@@ -57,12 +67,18 @@ def changed_settings(run: str | Path, argv: list[str]) -> list[str]:
 def changed_from(recorded: dict[str, Any], argv: list[str]) -> list[str]:
     """changed_settings for a run's recorded config (config.json's train, scenario_config and layers),
     e.g. one kept in a report's data file after the run folder is gone."""
-    now = {k: v for k, v in flatten(resolved_config(argv)).items() if compared(k)}
+    config, before = _resolved(argv)
+    now = {k: v for k, v in flatten(config).items() if compared(k)}
     then = {k: v for k, v in flatten({k: recorded.get(k) for k in ("train", "scenario_config", "layers")}).items()
             if compared(k)}
     missing = "(not recorded)"
-    added = {k for k in set(now) - set(then) if not _named(k, argv)}      # settings newer than the run
-    return [f"{key}: {then.get(key, missing)} in the run, {now.get(key, missing)} now"
+    was = {k: before[k] for k in set(now) - set(then) if k in before}    # newer than the run, its old value known
+    added = {k for k in set(now) - set(then) - set(was) if not _named(k, argv)}     # newer, the default kept
+    then.update(was)
+
+    def shown(key: str) -> Any:
+        return f"(not recorded: runs before it behaved as {was[key]})" if key in was else then.get(key, missing)
+    return [f"{key}: {shown(key)} in the run, {now.get(key, missing)} now"
             for key in sorted((set(now) | set(then)) - added) if then.get(key, missing) != now.get(key, missing)]
 
 

@@ -400,8 +400,10 @@ def jaxmarl_config(cls_name: str, *, layers: int = 1, squad_size: int = 2, goals
         if key in TEAM_KEYS or key in _hdppo_keys() or key in (team_keys or {}):
             raise ConfigError(f"env parameter {key!r} clashes with an hdppo config key", "rename or drop it")
         fields.append(_field_of(key, value, "env parameter"))
+    from hdppo.team.scenario import BEFORE
+    changed = {"dead_units": {BEFORE: DEAD_UNITS[1]}}      # runs made before the key took the dead out
     return dataclasses.make_dataclass(
-        cls_name, [(k, t, dataclasses.field(default=v)) for k, t, v in fields]
+        cls_name, [(k, t, dataclasses.field(default=v, metadata=changed.get(k, {}))) for k, t, v in fields]
         + [(k, t, dataclasses.field(default=v, metadata={"team": True})) for k, t, v in own], bases=(ScenarioConfig,))
 
 

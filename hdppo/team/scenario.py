@@ -30,9 +30,15 @@ if TYPE_CHECKING:  # imported for annotations only
 Choice = Literal["per_child", "broadcast"]
 
 
+BEFORE = "before"    # field metadata: the value a key's behaviour had in runs made before the key existed
+
+
 @dataclass
 class ScenarioConfig:
     """Base config every scenario config extends. Override with key=value or YAML.
+
+    A key added with a default that changes what runs do carries `metadata={BEFORE: VALUE}`: VALUE
+    reproduces the runs made before it (reports compare such a run as if it had recorded VALUE).
 
     w_ext / w_int / interval / shared_reward are per-layer maps (`w_int.low=0.5`,
     `shared_reward.low=true`); a layer missing from a map takes the default of its Layer spec

@@ -80,3 +80,18 @@ def test_an_evidence_report_refuses_runs_its_commands_would_not_make(tmp_path):
         with pytest.raises(SystemExit, match=re.escape(f"flat-seed0: {stale}")):
             evidence_main(later, "x.py", argv)
     evidence_main(made, "x.py", ["--report-only"])       # the plan that made them still reports them
+
+
+def test_a_key_whose_default_changed_behaviour_counts_for_runs_made_before_it():
+    """smax's `dead_units` arrived with the default `stay`; runs made before it took the dead out
+    (`leave`). A 3m hierarchy run made before it was reused by vs_jaxmarl.py as current (a key newer
+    than the run was taken to keep the old behaviour). Its field now says what those runs did
+    (metadata "before"), so such a run is what `dead_units=leave` makes, not the default."""
+    pytest.importorskip("jaxmarl", reason="pip install 'hdppo[smax]'")
+    from examples.studies.same_run import changed_from, resolved_config
+    argv = ["smax_3m", "--layer", "all", "--steps", "512", "--seed", "0", "hier=true"]
+    recorded = resolved_config(argv)
+    assert recorded["scenario_config"].pop("dead_units") == "stay"       # as made before the key existed
+    assert changed_from(recorded, argv) == [
+        "scenario_config.dead_units: (not recorded: runs before it behaved as leave) in the run, stay now"]
+    assert changed_from(recorded, [*argv, "dead_units=leave"]) == []
