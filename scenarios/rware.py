@@ -101,11 +101,12 @@ class Snapshot:
 
 
 class RwareEnv(GymnasiumMultiAgent):
-    """One rware env as a PettingZoo ParallelEnv that also counts the episode's deliveries and keeps
-    the robots' state before the last step (`before`) for the flat shaping; with `compass=True` each
-    robot's observation ends with `compass` (as CompassBatch's)."""
+    """One rware env as a PettingZoo ParallelEnv that also counts the episode's deliveries and lifts,
+    keeps the robots' state before the last step (`before`) for the flat shaping; with `compass=True`
+    each robot's observation ends with `compass` (as CompassBatch's)."""
 
     deliveries = 0.0
+    lifts = 0.0
 
     def __init__(self, *args: Any, compass: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -125,7 +126,7 @@ class RwareEnv(GymnasiumMultiAgent):
                 for (a, ob), c in zip(zip(self.possible_agents, raw), more)}
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        self.deliveries = 0.0
+        self.deliveries = self.lifts = 0.0
         self.before, self.picked = None, set()
         return super().reset(seed=seed, options=options)
 
@@ -135,6 +136,8 @@ class RwareEnv(GymnasiumMultiAgent):
                                {id(s) for s in w.request_queue})
         out = super().step(actions)
         self.deliveries += sum(out[1].values())        # individual reward: +1 per delivery
+        self.lifts += sum(b is None and a.carrying_shelf is not None and id(a.carrying_shelf) in self.before.queued
+                          for a, b in zip(w.agents, self.before.carrying))
         return out
 
 
@@ -148,8 +151,9 @@ def make_env(cfg: RwareConfig) -> RwareEnv:
 
 
 def episode_info(env: RwareEnv) -> dict[str, float]:
-    """The episode's deliveries of one PettingZoo copy (the native batch reports its own: RwareBatch.episode_info)."""
-    return {"deliveries": float(env.deliveries)}
+    """The episode's deliveries and lifts of requested shelves of one PettingZoo copy (the native batch
+    reports its own: RwareBatch.episode_info)."""
+    return {"deliveries": float(env.deliveries), "lifts": float(env.lifts)}
 
 
 def make_batch(cfg: RwareConfig, n_envs: int, seed: int | None) -> RwareBatch:

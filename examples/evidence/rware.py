@@ -43,6 +43,18 @@ NOTES = [
     "requests no robot carries), seeds 0 and 1, ended its training curve (deliveries over the last 200 "
     "episodes) at 41.5 and 3.0, against 39.4 and 3.1 without the mask: the seed stuck near 3 deliveries "
     "stays stuck, so robots sent after shelves another robot carries are not what holds it there.",
+    "A diagnostic, not a protocol arm: the hierarchy with `hold=true` (a robot keeps the request it was "
+    "given until that shelf is lifted), 5 seeds, ended its training curve at 37.2, 9.2, 17.3, 29.9 and 4.7 "
+    "(19.66 [2.64, 36.68]), against 39.4, 3.1, 42.6, 42.4 and 2.8 without it: -6.40 [-22.07, 9.27] paired. "
+    "It lifted one stuck seed a little (1: 9.2 against 3.1) and took off later on the others (seed 2 at "
+    "1M frames: 3.2 against 34.4), so switching goals every 10 steps is not what keeps robots near 3 "
+    "deliveries.",
+    "What the stuck seeds' robots do (16 episodes of the final team, seed 1 against seed 0): they reach "
+    "their shelves and set them down again. Seed 1's robots lifted a requested shelf 127.6 times an "
+    "episode and delivered 3.4, and spent 77% of their steps on a fetch leg (seed 4: 85%); seed 0's lifted "
+    "40.9 times for 40.9 deliveries, 39% of their steps fetching. Until commit 00ce87f each lift counted "
+    "as a goal success, so the stuck seeds' goal success looked like the others' (0.28 against 0.36); "
+    "it counts the first lift since the request now, and the goal success in this report is the new one.",
     "The shaped flat arm without its compass (`layers=1 w_int.low=0.05`) delivered 0.00 on seeds 0 and 1: "
     "the robots were rewarded for progress toward shelves outside their 3 x 3 view.",
 ]

@@ -23,6 +23,7 @@ State, for a scenario's hooks (arrays over copies, updated in place; ids 0-based
 - `before`: `x`, `y`, `carrying`, `requested` as they were before the last step (`before.valid` [E]
   False until a copy's first step after its reset);
 - `t` [E]: the episode's step; `deliveries` [E]: requested shelves delivered this episode;
+  `lifts` [E]: requested shelves lifted this episode (a shelf set down and lifted again counts again);
 - `picked` [E, S] bool: flags a scenario keeps per shelf, cleared at each reset (the rware
   scenario's: requested shelves whose first pick its shaping rewarded);
 - `highways` [H, W] bool, `goals` [G, 2] (x, y) delivery cells, `grid_size` (H, W) and `layout`.
@@ -93,6 +94,7 @@ class RwareBatch(NumpyBatch):
         self.requested = self._req[:, :S]
         self.t = np.zeros(E, np.int64)
         self.deliveries = np.zeros(E, np.float64)
+        self.lifts = np.zeros(E, np.float64)
         self.picked = np.zeros((E, S), bool)
         self.before = Before(self.x.copy(), self.y.copy(), self.carrying.copy(), self.requested.copy(),
                              np.zeros(E, bool))
@@ -154,6 +156,7 @@ class RwareBatch(NumpyBatch):
         self.requested[envs[:, None], self.queue[envs]] = True
         self.t[envs] = 0
         self.deliveries[envs] = 0.0
+        self.lifts[envs] = 0.0
         self.picked[envs] = False
         self.before.valid[envs] = False
         self.alive[envs] = True
@@ -201,6 +204,7 @@ class RwareBatch(NumpyBatch):
         self.x[:], self.y[:] = self._cell_xy[new, 0], self._cell_xy[new, 1]
         self.dir[:] = TURN[a, self.dir]
         self.carrying[:] = np.where(lift, under, np.where(drop, -1, carry))
+        self.lifts += (lift & self._req[self._rows, under]).sum(axis=1)      # under -1: the False column
         rewards = np.zeros((E, U), np.float32)
         at_goal = self._shelf_at[:, self._goal_cells]
         hit = (at_goal >= 0) & self._req[self._rows, at_goal]
@@ -244,5 +248,6 @@ class RwareBatch(NumpyBatch):
         return out
 
     def episode_info(self, env_index: int) -> dict[str, float]:
-        """The ended episode's `deliveries` (requested shelves delivered), read before the copy's reset."""
-        return {"deliveries": float(self.deliveries[env_index])}
+        """The ended episode's `deliveries` (requested shelves delivered) and `lifts` (requested shelves
+        lifted, again after a set-down too), read before the copy's reset."""
+        return {"deliveries": float(self.deliveries[env_index]), "lifts": float(self.lifts[env_index])}

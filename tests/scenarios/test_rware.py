@@ -42,7 +42,7 @@ def test_the_scenario_env_steps_as_rwares_own(size, hard):
     obs, _ = env.reset(seed=3)
     ref, _ = raw.reset(seed=3)
     rng = np.random.default_rng(0)
-    delivered = 0
+    delivered = lifted = ever_lifted = 0
     for t in range(520):
         for a, r in zip(names, ref):
             np.testing.assert_array_equal(obs[a], r)
@@ -52,8 +52,12 @@ def test_the_scenario_env_steps_as_rwares_own(size, hard):
         act = rng.integers(0, 5, len(names))
         if t % 97 == 50:
             act[0] = 0
+        w = raw.unwrapped
+        empty, queued = [a.carrying_shelf is None for a in w.agents], list(w.request_queue)
         obs, rew, term, trunc, _ = env.step(dict(zip(names, act.tolist())))
         ref, ref_rew, done, ref_trunc, _ = raw.step(tuple(act.tolist()))
+        lifted += sum(e and any(a.carrying_shelf is s for s in queued) for a, e in zip(w.agents, empty))
+        ever_lifted += lifted
         assert [rew[a] for a in names] == list(ref_rew)
         assert not any(term.values()) and not ref_trunc
         assert all(trunc.values()) == done and any(trunc.values()) == done == (t == 499)
@@ -61,11 +65,11 @@ def test_the_scenario_env_steps_as_rwares_own(size, hard):
         if t % 97 == 50:
             assert sum(rew.values()) >= 1.0
         if done:
-            assert episode_info(env) == {"deliveries": float(delivered)}     # the PettingZoo env's count
+            assert episode_info(env) == {"deliveries": float(delivered), "lifts": float(lifted)}  # its counts
             obs, _ = env.reset(seed=4)
             ref, _ = raw.reset(seed=4)
-            delivered = 0
-    assert env.time_limit == 500
+            delivered = lifted = 0
+    assert env.time_limit == 500 and ever_lifted > 0
 
 
 def test_sizes_and_bad_keys():
@@ -151,3 +155,4 @@ def test_a_shelf_lifted_again_is_no_new_success(with_progress):
             progress(ctx)                         # the engine's order: the reward, then the success
         reached.append(bool(success(ctx)[0, 0]))
     assert reached == [True, False, False, False, False, False] and a.carrying_shelf is None
+    assert env.lifts == 3                         # the episode's lifts count every one (hdppo eval's `lifts`)
