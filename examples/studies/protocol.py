@@ -338,7 +338,8 @@ def summarize(plan: ProtocolPlan, eval_seed: int = 12345) -> dict[str, Any]:
         goals: list[dict[str, Any]] = []
         for seed in plan.seeds:
             goals.append({})
-            eps = final_episodes(plan.run_dir(arm, seed), plan.eval_episodes, eval_seed + seed, goal_counts=goals[-1])
+            eps = final_episodes(plan.run_dir(arm, seed), plan.eval_episodes, eval_seed + seed, goal_counts=goals[-1],
+                                 keys=(plan.outcome, *plan.also))
             finals.append(float(np.mean([float(e.get(plan.outcome, np.nan)) for e in eps])))
             team.append(float(np.mean([float(e["team_return"]) for e in eps])))
             for k in plan.also:

@@ -1,0 +1,27 @@
+"""A report's final-eval cache (RUN/evidence_eval.json) is played again when its records lack an
+episode key the report reads: a report asking for rware's newer `lifts` took a cache made before it
+and averaged a missing value into one seed's mean."""
+from __future__ import annotations
+
+import json
+
+import hdppo.runtime.evaluate as evaluate
+from examples.studies.evidence import final_episodes
+
+
+def test_a_cache_without_a_key_the_report_reads_is_played_again(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "state.json").write_text(json.dumps({"env_steps": 1000}))
+    played = []
+
+    def play(run, episodes, seed, **kw):
+        played.append(seed)
+        keys = {"deliveries": 2.0} if len(played) == 1 else {"deliveries": 2.0, "lifts": 5.0}
+        return [dict(keys) for _ in range(episodes)]
+    monkeypatch.setattr(evaluate, "play", play)
+    assert final_episodes(run, 3, 7) == [{"deliveries": 2.0}] * 3            # an older cache: no lifts
+    assert final_episodes(run, 3, 7, keys=("deliveries",)) == [{"deliveries": 2.0}] * 3 and len(played) == 1
+    got = final_episodes(run, 3, 7, keys=("deliveries", "lifts"))
+    assert len(played) == 2 and all(e["lifts"] == 5.0 for e in got)
+    assert final_episodes(run, 3, 7, keys=("lifts",)) == got and len(played) == 2      # cached now
