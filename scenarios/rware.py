@@ -24,8 +24,9 @@ registers), `hard` (request queue = half the robots instead of one per robot: rw
   to the nearest free shelf cell (carrying one already delivered), as the vector in the robot's
   frame (ahead, right) / (width + height) and the leg one-hot. Success: the robot lifted that shelf
   for the first time since it was requested, or delivered one (lifting it again is no new
-  success). The robots' intrinsic reward (w_int 0.05): +1 per cell of progress along their leg, +1 for a delivery and for the first pick of a requested shelf since it was requested
-  (setting a shelf down and lifting it again earns nothing). The dispatcher observes every
+  success). The robots' intrinsic reward (w_int 0.05): +1 per cell of progress along their leg,
+  +1 for a delivery and for the first pick of a requested shelf since it was requested (setting a
+  shelf down and lifting it again earns nothing). The dispatcher observes every
   robot (x, y, carrying a requested shelf, carrying another) and every requested shelf (x, y,
   carried), coordinates / grid size.
   `free_goals=true`: the dispatcher may assign only requested shelves no robot carries (off by
