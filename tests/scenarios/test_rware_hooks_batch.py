@@ -1,7 +1,8 @@
 """rware's hooks on the native batch give the numbers they gave on rware's own objects: for the same
 seeds, actions and dispatcher goals, the grounded goals, goal success, the robots' intrinsic reward
 (layers=2), the flat shaping (layers=1), the dispatcher's view and the deliveries equal the hooks as
-they were (tests/helpers/rware_objects.py) on the scenario's PettingZoo env, step by step."""
+they were on rware's objects (tests/helpers/rware_objects.py; its goal success follows the
+first-lift rule since 2026-12-03) on the scenario's PettingZoo env, step by step."""
 from __future__ import annotations
 
 import contextlib
