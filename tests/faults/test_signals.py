@@ -22,12 +22,17 @@ def started(log: Path) -> bool:
     return (log.parent / "run" / "metrics" / "low.csv").is_file()
 
 
-@pytest.mark.parametrize("sig,group", [(signal.SIGTERM, False), (signal.SIGHUP, False), (signal.SIGINT, True)],
-                         ids=["SIGTERM", "SIGHUP", "SIGINT-to-the-group"])
-def test_stop_signal_commits_then_exits(sig, group, tmp_path, capsys):
-    """SIGINT goes to the whole process group, workers included, as Ctrl-C in a terminal does."""
+SLOW_HIGH = [*(a for a in RUN if not str(a).startswith("high.rollout")), "high.rollout=400"]
+
+
+@pytest.mark.parametrize("sig,group,args", [(signal.SIGTERM, False, RUN), (signal.SIGHUP, False, SLOW_HIGH),
+                                            (signal.SIGINT, True, RUN)],
+                         ids=["SIGTERM", "SIGHUP-before-high-updates", "SIGINT-to-the-group"])
+def test_stop_signal_commits_then_exits(sig, group, args, tmp_path, capsys):
+    """SIGINT goes to the whole process group, workers included, as Ctrl-C in a terminal does. With
+    SLOW_HIGH the signal comes before the high layer's first update (it has no metrics CSV yet)."""
     run, log = tmp_path / "run", tmp_path / "train.log"
-    proc = launch(["train", *RUN, "--out", run], log)
+    proc = launch(["train", *args, "--out", run], log)
     wait_for(lambda: started(log), 120, "the first update", proc)
     time.sleep(0.5)
     t0 = time.monotonic()
@@ -40,11 +45,14 @@ def test_stop_signal_commits_then_exits(sig, group, tmp_path, capsys):
     c = open_commit(run, list_commits(run)[-1])
     assert c.number >= 1 and c.layers == ["high", "low", "mid"]
     # the commit is the state at the stop: the last row of every layer CSV is at the commit's env step or before
-    # and nothing after it needs cutting
+    # and nothing after it needs cutting. A slow layer (high updates once per 256 env steps) may not have
+    # written its first row by the signal: then it has no CSV and the commit counts no rows for it.
     from tests.helpers.faults import column
-    for layer in c.layers:
-        assert column(run, layer, "step")[-1] <= c.env_steps
-        assert c.manifest["metrics_rows"][f"{layer}.csv"] == len(column(run, layer, "step"))
+    steps = {n: column(run, n, "step") if (run / "metrics" / f"{n}.csv").exists() else [] for n in c.layers}
+    assert steps["low"], "the signal came after low's first update"
+    for layer, at in steps.items():
+        assert not at or at[-1] <= c.env_steps, layer
+        assert c.manifest["metrics_rows"].get(f"{layer}.csv", 0) == len(at), layer
     assert not any(p.is_alive() for p in psutil.process_iter() if p.pid == proc.pid)
     assert main(["train", "--resume", str(run)]) == 0
     assert_consistent(run)
