@@ -31,7 +31,9 @@ registers), `hard` (request queue = half the robots instead of one per robot: rw
   carried), coordinates / grid size.
   `free_goals=true`: the dispatcher may assign only requested shelves no robot carries (off by
   default, as the runs made before it). `hold=true`: a robot keeps the request it was given until
-  it lifts that shelf or another robot does (off by default).
+  it lifts that shelf or another robot does (off by default). `carry_potential=true`: the robots'
+  reward pays every lift of a requested shelf +1 and its set-down undelivered -1 (a lift-and-set-down
+  loop nets 0 and each set-down costs at once) in place of the first pick's +1 (off by default).
   Untrained (`--skills`, `--layer low`), the dispatcher is scripted: `greedy_dispatch` sends the
   robots carrying nothing to the requested shelves no robot carries, nearest pair first.
 
@@ -41,7 +43,8 @@ the nearest requested shelf no robot carries: +1 per cell of progress along the 
 first pick of a requested shelf since it was requested (a shelf set down and lifted again earns no
 second one), +1 for a delivery. `layers=1 w_int.low=0.05` gives it the robots' weight.
 `compass=true` (layers=1) appends to each robot's observation the target that shaping measures
-progress to, grounded as the dispatcher's robots' goal (`compass`).
+progress to, grounded as the dispatcher's robots' goal (`compass`). `carry_potential=true` pays its
+picks as the robots' (every lift +1, a set-down undelivered -1).
 
 Episode metric (`hdppo eval`, `hdppo plot`): `deliveries` (requested shelves delivered). See
 docs/scenarios/rware.md.
@@ -81,6 +84,7 @@ class RwareConfig(ScenarioConfig):
     compass: bool = False       # layers=1: the robots also observe `compass` (5 numbers)
     free_goals: bool = False    # layers=2: the dispatcher may assign only requested shelves no robot carries
     hold: bool = False          # layers=2: a robot keeps its shelf until it lifts it or another robot does
+    carry_potential: bool = False   # robots' shaping: every lift of a requested shelf +1, its set-down undelivered -1
 
 
 def env_id(cfg: RwareConfig) -> str:
@@ -376,7 +380,24 @@ def progress(ctx: LayerContext) -> np.ndarray:
     return np.where(same, _within(step, 1, -1), 0.0) + first + delivered
 
 
-def flat_shaping(ctx: LayerContext) -> np.ndarray:
+def set_downs(leg_before: np.ndarray, leg: np.ndarray) -> np.ndarray:
+    """[E, U]: the robots that set a requested shelf down undelivered this step (deliver leg -> fetch)."""
+    return (leg_before == DELIVER) & (leg == FETCH)
+
+
+def carried_progress(ctx: LayerContext) -> np.ndarray:
+    """`progress` with the pick paid as a potential (`carry_potential=true`): +1 for every lift of a
+    requested shelf, -1 for setting one down undelivered, so a robot that lifts and sets down a shelf
+    nets 0 per round and pays at once for each set-down (with first picks only, a set-down cost
+    nothing and a re-lift earned nothing, so the two-step loop was free)."""
+    picked, _ = _moved_on(ctx)
+    first, _ = _step_moves(ctx)
+    legs_now = ctx.goal_features[..., 2:].argmax(-1)
+    legs_before = ctx.prev_goal_features[..., 2:].argmax(-1)
+    return progress(ctx) + (picked & ~first) - set_downs(legs_before, legs_now)
+
+
+def flat_shaping(ctx: LayerContext, carry: bool = False) -> np.ndarray:
     """The flat team's goal-free shaping, [E, U]: the robots' `progress` with the assigned shelf
     replaced by the nearest requested shelf that no robot carries (no progress term on a fetch leg
     while every requested shelf is carried), +1 for the first pick of a requested shelf since it was
@@ -384,7 +405,9 @@ def flat_shaping(ctx: LayerContext) -> np.ndarray:
     target of the leg from the robot's cell before the step minus that from its cell after, both in
     the warehouse after the step, so a robot moving back and forth earns nothing net (measured to the
     target nearest the new cell only, a robot between two equally near shelves earned +1 each way).
-    Reads the state before the step (`before`) and after; 0 in a copy not stepped since its reset."""
+    Reads the state before the step (`before`) and after; 0 in a copy not stepped since its reset.
+    With carry=True (`carry_potential=true`) every lift of a requested shelf pays +1 and a set-down
+    undelivered -1, as `carried_progress`."""
     w = world(ctx.env)
     free = free_requests(w)
     b = w.before
@@ -394,8 +417,12 @@ def flat_shaping(ctx: LayerContext) -> np.ndarray:
     step = np.abs(pos_b - target_b).sum(-1) - np.abs(pos - target).sum(-1)
     on = (leg_before == leg) & ((leg != FETCH) | np.asarray(free.any(axis=1))[:, None]) & b.valid[:, None]
     r = np.where(on, _within(step, 1, -1), 0.0)
-    r += first_picks(w, (leg_before == FETCH) & (leg == DELIVER) & b.valid[:, None])
+    picked = (leg_before == FETCH) & (leg == DELIVER) & b.valid[:, None]
+    first = first_picks(w, picked)
+    r += picked if carry else first
     r += (leg_before == DELIVER) & (leg == RETURN) & b.valid[:, None]
+    if carry:
+        r -= set_downs(leg_before, leg) & b.valid[:, None]
     return np.asarray(r, np.float64)
 
 
@@ -506,7 +533,8 @@ def make_layers(cfg: RwareConfig) -> list[Layer]:
         raise ScenarioError(f"free_goals=true with layers={cfg.layers}", "use free_goals=true with layers=2: it "
                             "masks the dispatcher's goals", where="scenario 'rware'")
     if cfg.layers == 1:
-        return [Layer("low", intrinsic=flat_shaping, w_int=0.0)]
+        shaping = functools.partial(flat_shaping, carry=True) if cfg.carry_potential else flat_shaping
+        return [Layer("low", intrinsic=shaping, w_int=0.0)]
     if cfg.layers != 2:
         raise ScenarioError(f"layers={cfg.layers}", "use layers=1 (flat) or layers=2 (a dispatcher over the robots)",
                             where="scenario 'rware'")
@@ -518,7 +546,7 @@ def make_layers(cfg: RwareConfig) -> list[Layer]:
               observe=observe, observe_space=space, goal_mask=held_goal_mask(cfg.free_goals) if cfg.hold
               else free_goal_mask if cfg.free_goals else None,
               scripted=greedy_dispatch(robots, queue, layout(cfg.size, cfg.hard).grid_size)),
-        Layer("low", intrinsic=progress, w_int=0.05),
+        Layer("low", intrinsic=carried_progress if cfg.carry_potential else progress, w_int=0.05),
     ]
 
 

@@ -86,11 +86,16 @@ def test_progress_toward_the_nearest_free_requested_shelf():
     assert _step(env, NOOP)[0] == 0.0
 
 
-def test_the_dispatchers_robots_cannot_farm_picks_either():
+@pytest.mark.parametrize("carry", [False, True], ids=["first-pick", "carry_potential"])
+def test_the_dispatchers_robots_cannot_farm_picks_either(carry):
     """layers=2: lifting the assigned shelf, setting it down and lifting it again used to earn +1 a
-    pick, +0.5 a step; a pick now counts once per request, as for the flat team."""
-    from hdppo.scenarios.rware import ground, progress
-    cfg = SCENARIO.make_config({"size": "tiny-4ag", "layers": 2})
+    pick, +0.5 a step; a pick now counts once per request, as for the flat team. With
+    carry_potential=true every lift pays +1 and every set-down undelivered -1: the loop nets 0 and
+    each set-down costs at once (with first picks only it cost nothing)."""
+    from hdppo.scenarios.rware import ground
+    cfg = SCENARIO.make_config({"size": "tiny-4ag", "layers": 2, "carry_potential": carry})
+    (_, low) = SCENARIO.build_layers(cfg)
+    progress = low.intrinsic
     env = SCENARIO.env(cfg)
     env.reset(seed=1)
     w = env.env.unwrapped
@@ -107,7 +112,31 @@ def test_the_dispatchers_robots_cannot_farm_picks_either():
         before = ground(goals, ctx())
         env.step({n: (LOAD if i == 0 else NOOP) for i, n in enumerate(env.possible_agents)})
         rewards.append(progress(ctx(goal_features=ground(goals, ctx()), prev_goal_features=before))[0, 0])
-    assert rewards == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0] and a.carrying_shelf is None
+    want = [1.0, -1.0, 1.0, -1.0, 1.0, -1.0] if carry else [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    assert rewards == want and a.carrying_shelf is None
+
+
+def test_carry_potential_pays_the_flat_team_each_lift_and_takes_it_back_on_a_set_down():
+    cfg, env = _flat(carry_potential=True)
+    (low,) = SCENARIO.build_layers(cfg)
+    w = env.env.unwrapped
+    _park_others(w)
+    a, s = w.agents[0], w.request_queue[0]
+    a.x, a.y = s.x, s.y
+    w._recalc_grid()
+    ctx = LayerContext(None, np.ones((1, 4), bool), env=SimpleNamespace(raw_envs=[env]))
+    rewards = []
+    for _ in range(4):                            # load, unload, load, unload
+        env.step({n: (LOAD if i == 0 else NOOP) for i, n in enumerate(env.possible_agents)})
+        rewards.append(low.intrinsic(ctx)[0])
+    assert [r[0] for r in rewards] == [1.0, -1.0, 1.0, -1.0] and all((r[1:] == 0).all() for r in rewards)
+    env.step({n: (LOAD if i == 0 else NOOP) for i, n in enumerate(env.possible_agents)})
+    assert a.carrying_shelf is s and low.intrinsic(ctx)[0][0] == 1.0
+    a.x, a.y = w.goals[0]                       # carrying it onto a delivery cell: +1, no set-down
+    s.x, s.y = a.x, a.y
+    w._recalc_grid()
+    env.step({n: NOOP for n in env.possible_agents})
+    assert low.intrinsic(ctx)[0][0] == 1.0 and env.deliveries == 1.0
 
 
 def test_a_robot_back_where_it_started_has_earned_no_progress():

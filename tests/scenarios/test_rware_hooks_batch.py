@@ -37,9 +37,9 @@ def _ctx(env, goals, alive, **more):
 
 
 @pytest.mark.parametrize("size,hard,shaping,seed", [("tiny-4ag", True, "progress", 1), ("small-4ag", False, "flat", 2),
-                                                    ("tiny-4ag", True, "flat", 3)])
+                                                    ("tiny-4ag", True, "flat", 3), ("tiny-4ag", True, "carried", 4)])
 def test_hooks_on_the_batch_equal_the_hooks_on_rwares_objects(size, hard, shaping, seed):
-    cfg = SCENARIO.make_config({"size": size, "hard": hard, "layers": 2 if shaping == "progress" else 1})
+    cfg = SCENARIO.make_config({"size": size, "hard": hard, "layers": 1 if shaping == "flat" else 2})
     robots, queue = queue_size(cfg)
     E = 2
     ref = PettingZooBatch(lambda: SCENARIO.env(cfg), [f"robot_{i}" for i in range(robots)], E, None, episode_info)
@@ -50,7 +50,7 @@ def test_hooks_on_the_batch_equal_the_hooks_on_rwares_objects(size, hard, shapin
     observe_new, _ = new.dispatcher_view(robots, queue)
     rng = np.random.default_rng(seed)
     goals = np.zeros((E, robots), np.int64)
-    rewarded = successes = delivered = picks = 0.0
+    rewarded = successes = delivered = picks = setdowns = 0.0
     for t in range(520):
         if t % 10 == 0:
             goals = rng.integers(0, queue, (E, robots))
@@ -77,6 +77,9 @@ def test_hooks_on_the_batch_equal_the_hooks_on_rwares_objects(size, hard, shapin
             np.testing.assert_array_equal(via_objects, got)
         if shaping == "progress":
             r_new, r_old = new.progress(ctx_new), old.progress(ctx_old)
+        elif shaping == "carried":                # no object-based twin: the same hook on both envs' state
+            r_new, r_old = new.carried_progress(ctx_new), new.carried_progress(ctx_old)
+            setdowns += float((r_new <= -1).sum())
         else:
             r_new, r_old = new.flat_shaping(_ctx(env, goals, alive)), old.flat_shaping(_ctx(ref, goals, alive))
         np.testing.assert_array_equal(r_new, r_old, err_msg=f"{shaping} at step {t}")
@@ -90,6 +93,7 @@ def test_hooks_on_the_batch_equal_the_hooks_on_rwares_objects(size, hard, shapin
         env.reset_done(out.done)
         ref.reset_done(out.done)
     assert delivered >= 1 and picks >= 3 and successes >= 3 and rewarded >= 3, (delivered, picks, successes, rewarded)
+    assert shaping != "carried" or setdowns >= 1, setdowns
 
 
 def test_the_scenario_trains_on_the_batch_and_hooks_refuse_other_envs():
