@@ -56,7 +56,7 @@ def run_files(run: Path) -> set[str]:
 
 @pytest.mark.timeout(420)
 def test_ray_and_process_give_identical_parameters(tmp_path, own_ray):
-    common = dict(steps=1500, workers=2, envs_per_worker=2, seed=3, progress="false", rollout=32)
+    common = dict(steps=1500, workers=2, envs_per_worker=2, seed=3, progress="false", rollout=32, epochs=2)
     a = train(tmp_path / "process", GRID_LAYERS, backend="process", **common)
     b = train(tmp_path / "ray", GRID_LAYERS, backend="ray", **common)
     assert not ray.is_initialized()                      # the backend started Ray, so it stopped it

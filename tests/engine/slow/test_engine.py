@@ -42,7 +42,8 @@ def initial_checkpoint(path: Path, layer: str = "low", seed: int = 0, **scenario
 
 
 def test_inline_and_process_give_identical_parameters(tmp_path):
-    common = dict(steps=1500, workers=2, envs_per_worker=2, seed=3, progress="false", rollout=32)
+    # epochs=2: the backends' equality does not need the default's 16 passes (half the test's CPU)
+    common = dict(steps=1500, workers=2, envs_per_worker=2, seed=3, progress="false", rollout=32, epochs=2)
     a = train(tmp_path / "inline", GRID_LAYERS, backend="inline", **common)
     b = train(tmp_path / "process", GRID_LAYERS, backend="process", **common)
     for layer in GRID_LAYERS:
@@ -55,7 +56,7 @@ def test_inline_and_process_give_identical_parameters(tmp_path):
 
 
 def test_same_seed_same_run_and_other_seed_differs(tmp_path):
-    common = dict(steps=600, workers=1, envs_per_worker=2, backend="inline", progress="false", rollout=16)
+    common = dict(steps=600, workers=1, envs_per_worker=2, backend="inline", progress="false", rollout=16, epochs=2)
     a = params_of(train(tmp_path / "a", ["low"], seed=1, **common).out, "low")
     b = params_of(train(tmp_path / "b", ["low"], seed=1, **common).out, "low")
     c = params_of(train(tmp_path / "c", ["low"], seed=2, **common).out, "low")
@@ -204,7 +205,7 @@ def test_async_process_backend_trains_and_counts_staleness(tmp_path):
     bookkeeping must add up whatever happened (max_staleness 0: applied = staleness 0, dropped = the rest)."""
     from hdppo.engine.metrics import read_csv
     run = train(tmp_path / "run", ["low"], steps=3000, workers=2, envs_per_worker=2, backend="process",
-                seed=0, sync="async", max_staleness=0, rollout=16, progress="false").out
+                seed=0, sync="async", max_staleness=0, rollout=16, epochs=2, progress="false").out
     _, meta = load_checkpoint(run / "checkpoints" / "low")
     rows = read_csv(run, "low")
     assert rows
@@ -220,7 +221,7 @@ def test_async_process_backend_trains_and_counts_staleness(tmp_path):
     assert last["staleness_max"] == max(counts)
     assert last["staleness_mean"] == pytest.approx(sum(s * n for s, n in counts.items()) / sum(counts.values()))
     # every worker rollout of 16 steps x 2 copies yields epochs x minibatches gradients
-    lc = resolve_overrides({}, GRID_LAYERS, set())[0].layers["low"]
+    lc = resolve_overrides({"epochs": "2"}, GRID_LAYERS, set())[0].layers["low"]
     assert sum(counts.values()) % (lc.epochs * lc.minibatches) == 0
 
 
@@ -248,7 +249,7 @@ def test_centralized_critic_and_role_embeddings_train(tmp_path):
     from hdppo.engine.learner import flat_params
     from hdppo.team.interfaces import Decision
     t = train(tmp_path / "run", GRID_LAYERS, steps=1200, workers=1, envs_per_worker=2, backend="inline",
-              seed=0, centralized="true", roles="true", rollout=16, progress="false")
+              seed=0, centralized="true", roles="true", rollout=16, epochs=2, progress="false")
     policies = _trained_policies(t.out, t.tc)
     for layer, (trained, initial) in policies.items():
         before, after = dict(initial.named_parameters()), dict(trained.named_parameters())
