@@ -4,6 +4,11 @@ Markers follow folders: a test under a `slow/` folder or under `faults/` is `slo
 evaluates for seconds); a test under `ray/` starts a local Ray (`ray`). The fast run,
 `python -m pytest -m "not slow and not ray"`, stays well under a minute; the README's test command
 runs everything, on two processes (`-n 2`) with every Ray-starting test on one of them.
+
+A test that takes a minute or more on the CI machine says so with `@pytest.mark.long(SECONDS)`; the
+run starts with those, longest first, so under `-n 2` no long test is left to run alone at the end
+(the tests of a scope, the Ray ones, still go out together, first: xdist's loadscope reorder).
+The tests of a module with a module-scoped fixture share a worker too, so the fixture is built once.
 """
 from __future__ import annotations
 
@@ -29,14 +34,31 @@ SLOW_FOLDERS = {"slow", "faults"}
 RAY_FOLDERS = {"ray"}
 
 
+def long_seconds(item: pytest.Item) -> float:
+    """The seconds a `long` test says it takes on the CI machine; 0 for every other test."""
+    mark = item.get_closest_marker("long")
+    return float(mark.args[0]) if mark else 0.0
+
+
+def shares_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture built once per module (per worker, under `-n N`)."""
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs)
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's own, which reads xdist_group marks into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=long_seconds, reverse=True)      # stable: the others keep their collected order
     for item in items:
-        folders = set(Path(str(item.fspath)).resolve().relative_to(TESTS).parts[:-1])
+        path = Path(str(item.fspath)).resolve()
+        folders = set(path.relative_to(TESTS).parts[:-1]) if path.is_relative_to(TESTS) else set()
         if folders & RAY_FOLDERS:
             item.add_marker(pytest.mark.ray)
         if item.get_closest_marker("ray"):      # tests/ray, and a test elsewhere that marks itself `ray`
             # One local Ray at a time: under `pytest -n N` (--dist loadgroup) these share one worker.
             item.add_marker(pytest.mark.xdist_group("ray"))
+        elif shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else str(item.fspath)))
         if folders & SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
 
