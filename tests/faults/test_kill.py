@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from hdppo.cli import main
 from hdppo.engine.checkpoint import load_checkpoint
@@ -51,6 +52,7 @@ def assert_resumes_exactly(run: Path) -> int:
         t.close()           # a Trainer holds the run's write lock until run() ends or close()
 
 
+@pytest.mark.long(160)
 def test_twenty_kills_lose_nothing(tmp_path, capsys):
     reference = tmp_path / "reference"
     assert main(["train", *RUN, "--steps", str(STEPS), "--out", str(reference)]) == 0
@@ -98,6 +100,7 @@ def test_twenty_kills_lose_nothing(tmp_path, capsys):
           f"{resumed_from}; updates per layer equal to the uninterrupted run")
 
 
+@pytest.mark.long(40)
 def test_a_kill_then_resume_never_moves_a_layer_back(tmp_path):
     """The issue's reproduction, with nothing but the CLI and the CSVs: SIGKILL a few seconds into a
     run whose layers have not been saved since the start, resume it, and no layer's version or step

@@ -58,6 +58,7 @@ def test_stop_signal_commits_then_exits(sig, group, args, tmp_path, capsys):
     assert_consistent(run)
 
 
+@pytest.mark.long(35)
 def test_a_stopped_worker_is_named_within_the_timeout(tmp_path, capsys):
     run, log = tmp_path / "run", tmp_path / "train.log"
     proc = launch(["train", *RUN, "worker_timeout=4", "--out", run], log)

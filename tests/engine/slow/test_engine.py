@@ -41,6 +41,7 @@ def initial_checkpoint(path: Path, layer: str = "low", seed: int = 0, **scenario
     return path
 
 
+@pytest.mark.long(40)
 def test_inline_and_process_give_identical_parameters(tmp_path):
     # epochs=2: the backends' equality does not need the default's 16 passes (half the test's CPU)
     common = dict(steps=1500, workers=2, envs_per_worker=2, seed=3, progress="false", rollout=32, epochs=2)
@@ -66,9 +67,12 @@ def test_same_seed_same_run_and_other_seed_differs(tmp_path):
 
 @pytest.mark.parametrize("mode,sync", [("gradients", "sync"), ("gradients", "async"),
                                        ("experience", "sync"), ("experience", "async")])
+@pytest.mark.long(25)
 def test_low_layer_learns_its_goals_in_every_mode(tmp_path, mode, sync):
-    """--layer low with sampled goals: goal success well above the untrained policy."""
-    run = train(tmp_path / "run", ["low"], steps=16000, workers=2, envs_per_worker=8, backend="inline",
+    """--layer low with sampled goals: goal success well above the untrained policy (0.45). Measured
+    at these 8,000 steps: 0.71, 0.77, 0.73 and 0.80 after (gradients sync/async, experience
+    sync/async); at 16,000 steps, the test's budget until 2026-12-03, 0.84 and 0.79 for gradients."""
+    run = train(tmp_path / "run", ["low"], steps=8000, workers=2, envs_per_worker=8, backend="inline",
                 seed=0, mode=mode, sync=sync, **LOW_ON_GOALS).out
     before = goal_success(run, initial_checkpoint(tmp_path / "init"))
     after = goal_success(run, run / "checkpoints" / "low")
@@ -88,6 +92,7 @@ def random_team(episodes: int, seed: int) -> dict[str, float]:
     return {k: float(np.mean([e[k] for e in done[:episodes]])) for k in ("team_return", "targets_claimed")}
 
 
+@pytest.mark.long(130)
 def test_all_layers_beat_a_random_team(tmp_path):
     from hdppo.runtime.evaluate import evaluate
     run = train(tmp_path / "run", GRID_LAYERS, steps=15000, workers=2, envs_per_worker=8, backend="inline",
@@ -241,6 +246,7 @@ def _trained_policies(run: Path, tc) -> dict[str, tuple]:
     return out
 
 
+@pytest.mark.long(45)
 def test_centralized_critic_and_role_embeddings_train(tmp_path):
     """What the options do when the workers act: the critic reads the other slots of the env copy and
     the actor does not; role embeddings tell apart slots with the same observation; training moves them."""

@@ -110,6 +110,7 @@ def _spread_ev(tmp_path, value_norm: str) -> list[float]:
     return [r["explained_variance"] for r in read_csv(out, "low")]
 
 
+@pytest.mark.long(65)
 def test_value_norm_lets_the_critic_fit_returns_of_a_large_scale(tmp_path):
     """simple_spread's returns are around -100: without value_norm the critic explains none of them
     in a short run; with it, most."""

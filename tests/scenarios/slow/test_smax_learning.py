@@ -1,12 +1,15 @@
 """At the default config a flat team on SMAX 2s3z learns to win within 100k frames when the dead
-stay in the team and keep the reward SMAX pays them (`dead_units=stay`, the default), and far less
-when they leave the episode at their death (`dead_units=leave`, the baseline, measured in the same
-test with everything else equal): a sacrifice is then credited with nothing the team earns after it.
+stay in the team and keep the reward SMAX pays them (`dead_units=stay`, the default). The baseline
+is the same run's first 20k frames (no wins yet): the test asks for a win rate of at least 0.15 over
+its last 20k frames and 0.1 above the first.
 
-Measured (seed 0, 2 workers): the training win rate over the last 20k frames was about 0.3-0.4
-with `stay` and about 0.01 with `leave` on process workers, 0.27 and 0.00 inline (the test's
-backend since 2026-12-03: one JAX process, not three, used ~20% less CPU); at 2M frames (seeds 0-2)
-`leave` won 0.18, 0.76 and 0.75 of 100 episodes, `stay` 1.00, 0.99 and 1.00 (docs/evidence/smax.md)."""
+The old behaviour, the dead leaving the episode at their death (`dead_units=leave`, a sacrifice then
+credited with nothing its team earns after it), fails that bar. Measured (seed 0, 2 workers): over
+the last 20k frames `stay` won about 0.3-0.4 on process workers and 0.27 inline, `leave` 0.01 and
+0.00; at 51,200 frames neither had won yet (returns 0.67 and 0.48). The `leave` run was the second
+half of this test until 2026-12-03, dropped for CI time (its ~160 s, 5% of the suite). At 2M frames
+(seeds 0-2) `leave` won 0.18, 0.76 and 0.75 of 100 episodes, `stay` 1.00, 0.99 and 1.00
+(docs/evidence/smax.md)."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,17 +23,18 @@ from tests.helpers.engine import train
 STEPS = 102_400
 
 
-def late_win_rate(out, **over) -> float:
-    """The training win rate over the last 20% of the frames of a short default run on 2s3z."""
+def win_rates(out, **over) -> tuple[float, float]:
+    """The training win rate over the first and the last 20% of the frames of a short default run on 2s3z."""
     train(out, ["low"], scenario="smax_2s3z", steps=STEPS, workers=2, backend="inline", progress="false", log_every=0,
           seed=0, **over)
     rows = [r for r in read_csv(out, "run") if np.isfinite(r.get("win", np.nan))]
+    early = [r["win"] for r in rows if r["step"] <= 0.2 * STEPS]
     late = [r["win"] for r in rows if r["step"] > 0.8 * STEPS]
-    assert late, rows[-3:]
-    return float(np.mean(late))
+    assert early and late, rows[-3:]
+    return float(np.mean(early)), float(np.mean(late))
 
 
+@pytest.mark.long(180)
 def test_the_dead_staying_in_the_team_learns_to_win_2s3z(tmp_path):
-    stay = late_win_rate(tmp_path / "stay")
-    leave = late_win_rate(tmp_path / "leave", dead_units="leave")
-    assert stay >= 0.15 and stay > leave + 0.1, (stay, leave)
+    early, late = win_rates(tmp_path / "stay")
+    assert late >= 0.15 and late > early + 0.1, (early, late)

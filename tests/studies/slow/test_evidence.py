@@ -39,10 +39,12 @@ def test_outcome_curve_drops_thin_windows_and_mean_curve_averages_seeds(tmp_path
     np.testing.assert_allclose(m[1:], [(0.0 + 0.2) / 2, (0.5 + 0.4) / 2, (1.0 + 0.6) / 2])
 
 
+@pytest.mark.long(50)
 def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path, monkeypatch):
     out = tmp_path / "ev"
+    # epochs=2: the report's plumbing does not need the default's 16 passes (most of the runs' CPU)
     plan = EvidencePlan("grid", "success", 1500, [0], [Variant("3-layer", ["layers=3"]), Variant("flat", ["layers=1"])],
-                        common=["workers=1", "envs_per_worker=8", "log_every=0"], eval_episodes=8, out=out)
+                        common=["workers=1", "envs_per_worker=8", "log_every=0", "epochs=2"], eval_episodes=8, out=out)
     summary = main(plan, "examples/evidence/grid.py", ["--write", str(tmp_path / "docs"), "--variant", "two=layers=2"])
     assert list(summary["variants"]) == ["3-layer", "two", "flat"]      # extra designs sit before the baseline
     for label in ("3-layer", "two", "flat"):
@@ -56,7 +58,7 @@ def test_tiny_plan_on_grid_writes_report_png_and_reuses_finished_runs(tmp_path, 
     docs = tmp_path / "docs"
     assert f"Reproduce with `python examples/evidence/grid.py --write {docs} --variant two=layers=2`" in text
     assert "3-layer (`layers=3`)" in text and "flat (`layers=1`)" in text and "![success curves](grid.png)" in text
-    assert "env steps** with `workers=1 envs_per_worker=8 log_every=0`;" in text     # settings every run shares
+    assert "env steps** with `workers=1 envs_per_worker=8 log_every=0 epochs=2`;" in text    # every run's settings
     timed = json.loads((out / "timings.json").read_text())
     flat_row = next(line for line in text.splitlines() if line.startswith("| flat ("))
     assert flat_row.split("|")[-2].strip() == f"{timed['flat-seed0'] / 60:.1f}"   # each design's own cost per run

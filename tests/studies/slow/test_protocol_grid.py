@@ -16,13 +16,15 @@ STEPS, SKILLS = 2048, 512
 
 
 def _plan(out):
+    # epochs=2: the protocol's plumbing does not need the default's 16 passes (most of the runs' CPU)
     return ProtocolPlan("grid", "success", STEPS, flat=["layers=1"], flat_shaped=["layers=1", "ent_coef=0.05"],
                         hier=["layers=2"], skills=SkillStage(SKILLS, then="high"), seeds=[0, 1],
-                        common=["workers=1", "backend=inline", "envs_per_worker=8", "log_every=0"],
+                        common=["workers=1", "backend=inline", "envs_per_worker=8", "log_every=0", "epochs=2"],
                         eval_episodes=8, out=out, name="grid-protocol", rate=True,
                         notes=["An earlier design of this hierarchy did worse."])
 
 
+@pytest.mark.long(70)
 def test_the_protocol_on_grid(tmp_path, monkeypatch):
     out, docs = tmp_path / "runs", tmp_path / "docs"
     plan = _plan(out)
