@@ -5,10 +5,10 @@ evaluates for seconds); a test under `ray/` starts a local Ray (`ray`). The fast
 `python -m pytest -m "not slow and not ray"`, stays well under a minute; the README's test command
 runs everything, on two processes (`-n 2`) with every Ray-starting test on one of them.
 
-A test that takes a minute or more on the CI machine says so with `@pytest.mark.long(SECONDS)`; the
-run starts with those, longest first, so under `-n 2` no long test is left to run alone at the end
-(the tests of a scope, the Ray ones, still go out together, first: xdist's loadscope reorder).
 The tests of a module with a module-scoped fixture share a worker too, so the fixture is built once.
+A test of tens of seconds or more on the CI machine says so with `@pytest.mark.long(SECONDS)`; those
+run first among the single tests, longest first, so under `-n 2` no long test is left to run alone
+at the end (the groups go out before them, largest first: xdist's loadscope reorder).
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             # One local Ray at a time: under `pytest -n N` (--dist loadgroup) these share one worker.
             item.add_marker(pytest.mark.xdist_group("ray"))
         elif shares_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else str(item.fspath)))
+            item.add_marker(pytest.mark.xdist_group(str(path)))
         if folders & SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
 

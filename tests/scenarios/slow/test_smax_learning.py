@@ -23,10 +23,10 @@ from tests.helpers.engine import train
 STEPS = 102_400
 
 
-def win_rates(out, **over) -> tuple[float, float]:
+def win_rates(out) -> tuple[float, float]:
     """The training win rate over the first and the last 20% of the frames of a short default run on 2s3z."""
     train(out, ["low"], scenario="smax_2s3z", steps=STEPS, workers=2, backend="inline", progress="false", log_every=0,
-          seed=0, **over)
+          seed=0)
     rows = [r for r in read_csv(out, "run") if np.isfinite(r.get("win", np.nan))]
     early = [r["win"] for r in rows if r["step"] <= 0.2 * STEPS]
     late = [r["win"] for r in rows if r["step"] > 0.8 * STEPS]
