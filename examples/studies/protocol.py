@@ -37,6 +37,7 @@ from examples.studies.evidence import (
     MIN_EPISODES,
     final_episodes,
     final_value,
+    finished,
     first_value,
     outcome_curve,
     refuse_stale,
@@ -54,6 +55,7 @@ ARMS = (FLAT, SHAPED, HIER)
 FLAT_ARMS = (FLAT, SHAPED)
 TITLES = {FLAT: "flat, env reward", SHAPED: "flat, goal-free shaping", HIER: "hierarchy, upper layers on env reward"}
 LATE = 0.1      # "late in training": the last tenth of the hierarchy's own env steps
+EVAL_SEED = 12345   # the final eval of seed S plays with seed EVAL_SEED + S
 
 
 @dataclass
@@ -166,17 +168,36 @@ def check_budget(plan: ProtocolPlan, write: bool) -> None:
     check_budget_record(plan.out, "protocol.json", plan.budget(), write)
 
 
-def train_all(plan: ProtocolPlan, log: Callable[[str], None] = print) -> None:
-    """Train every missing run (a seed's skill run before its hierarchy, whose budget it sets)."""
+def train_all(plan: ProtocolPlan, log: Callable[[str], None] = print, known: Records | None = None,
+              data: Path | None = None) -> None:
+    """Train every missing run (a seed's skill run before its hierarchy, whose budget it sets), but
+    those whose record the report's data file holds (`known`, from_records). With `data`, each arm's
+    seed is written to that data file as soon as its runs finish, so a campaign cut off keeps what it
+    finished even where its run folders do not survive."""
     check_budget(plan, write=True)
+    kept = from_records(plan, known)
+    timings = plan.out / "timings.json"
+
+    def done(arm: str, seed: int) -> None:
+        if data is not None:
+            rec = run_record(plan, arm, seed)
+            write_records(data, [rec], read_records(data))
+            log(f"record {arm} seed {seed}: final {plan.outcome} {rec['final']:.3f}, in {data}")
+
     for seed in plan.seeds:
         for arm in FLAT_ARMS:
-            train_run(plan.run_dir(arm, seed), plan.command(arm, seed), plan.arm_steps(arm, seed),
-                      plan.out / "timings.json", log)
+            if (arm, seed) in kept:
+                log(f"reuse  {arm} seed {seed}: its record in the report's data file")
+                continue
+            train_run(plan.run_dir(arm, seed), plan.command(arm, seed), plan.arm_steps(arm, seed), timings, log)
+            done(arm, seed)
+        if (HIER, seed) in kept:
+            log(f"reuse  {HIER} seed {seed}: its record in the report's data file")
+            continue
         if plan.skills is not None:
-            train_run(plan.skill_dir(seed), plan.skill_command(seed), plan.skills.steps, plan.out / "timings.json", log)
-        train_run(plan.run_dir(HIER, seed), plan.command(HIER, seed), plan.arm_steps(HIER, seed),
-                  plan.out / "timings.json", log)
+            train_run(plan.skill_dir(seed), plan.skill_command(seed), plan.skills.steps, timings, log)
+        train_run(plan.run_dir(HIER, seed), plan.command(HIER, seed), plan.arm_steps(HIER, seed), timings, log)
+        done(HIER, seed)
 
 
 # ---- the statistics ----------------------------------------------------------------------------
@@ -257,16 +278,18 @@ def frames(plan: ProtocolPlan, arm: str, seed: int) -> int:
     return int(state.get("env_steps", 0)) + (plan.skill_frames(seed) if arm == HIER else 0)
 
 
-def minutes(plan: ProtocolPlan, arm: str) -> list[float | None]:
-    """Training wall minutes of each seed's run (skill run included; OUT/timings.json, as
+def seed_minutes(plan: ProtocolPlan, arm: str, seed: int) -> float | None:
+    """Training wall minutes of one arm's seed (its skill run's included; OUT/timings.json, as
     examples.studies.evidence.train_run writes it), None where not timed here."""
     timings = plan.out / "timings.json"
     times = json.loads(timings.read_text()) if timings.is_file() else {}
-    out: list[float | None] = []
-    for seed in plan.seeds:
-        names = [plan.run_dir(arm, seed).name] + ([plan.skill_dir(seed).name] if arm == HIER and plan.skills else [])
-        out.append(sum(times[n] for n in names) / 60.0 if all(n in times for n in names) else None)
-    return out
+    names = [r.name for r in seed_runs(plan, arm, seed)]
+    return sum(times[n] for n in names) / 60.0 if all(n in times for n in names) else None
+
+
+def seed_runs(plan: ProtocolPlan, arm: str, seed: int) -> list[Path]:
+    """The run folders of one arm's seed in training order: the hierarchy's skill run, then its own run."""
+    return ([plan.skill_dir(seed)] if arm == HIER and plan.skills is not None else []) + [plan.run_dir(arm, seed)]
 
 
 # ---- the diagnostics ---------------------------------------------------------------------------
@@ -296,62 +319,155 @@ def late_entropy(run: Path, layer: str) -> float:
     return float(np.mean(late))
 
 
-def diagnose(plan: ProtocolPlan, finals: list[float], goal_counts: list[dict[str, Any]],
-             eval_seed: int) -> dict[str, Any]:
-    """Why the hierarchy does as it does, from its finished runs: goal success per layer (the final
+# ---- the seeds' records -----------------------------------------------------------------------
+# What the report needs from one arm's seed, taken from its run folders once (the final evals played
+# and cached there) and kept in the report's data file (NAME-runs.json beside NAME.md), so the report
+# can be rewritten, and a campaign continued seed by seed, after the run folders are gone.
+Records = dict[tuple[str, int], dict[str, Any]]
+CONFIG_KEYS = ("train", "scenario_config", "layers")    # of config.json: what `same_run.changed_from` compares
+CURVE_POINTS = 400      # a record's training curve keeps at most this many points (the report's grid has 101)
+
+
+def thin(x: np.ndarray, y: np.ndarray, n: int = CURVE_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """At most `n` points of a curve, evenly spaced by index, its first and last kept."""
+    if len(x) <= n:
+        return x, y
+    idx = np.unique(np.linspace(0, len(x) - 1, n).round().astype(int))
+    return x[idx], y[idx]
+
+
+def run_record(plan: ProtocolPlan, arm: str, seed: int, eval_seed: int = EVAL_SEED) -> dict[str, Any]:
+    """One arm's seed from its finished run folders: the final eval (played once, cached in the run),
+    the training curve, frames, minutes, the commands, configs and provenance of its runs, and for
+    the hierarchy the diagnostics (commander entropy, the eval with a uniformly random commander)."""
+    from hdppo.runfolder import load_run_config
+    run = plan.run_dir(arm, seed)
+    goals: dict[str, Any] = {}
+    eps = final_episodes(run, plan.eval_episodes, eval_seed + seed, goal_counts=goals, keys=(plan.outcome, *plan.also))
+    x, y = thin(*seed_points(plan, arm, seed, plan.outcome))
+    runs = seed_runs(plan, arm, seed)
+    rec: dict[str, Any] = {
+        "arm": arm, "seed": seed, "budget": plan.budget(), "eval_episodes": plan.eval_episodes,
+        "eval_seed": eval_seed + seed, "commands": [shlex.join(c) for c in arm_commands(plan, arm, seed)],
+        "configs": [{k: cfg.get(k) for k in CONFIG_KEYS} for cfg in map(load_run_config, runs)],
+        "provenance": [provenance.read(r) for r in runs], "frames": frames(plan, arm, seed),
+        "minutes": seed_minutes(plan, arm, seed), "curve": [x.tolist(), y.tolist()],
+        "final": _mean(eps, plan.outcome), "team_return": _mean(eps, "team_return"),
+        "also": {k: _mean(eps, k) for k in plan.also}, "goals": goals}
+    if arm == HIER:
+        top, n_goals = top_layer(run)
+        uniform = final_episodes(run, plan.eval_episodes, eval_seed + seed, uniform=(top,))
+        rec.update(top=top, n_goals=n_goals, random_top=_mean(uniform, plan.outcome), entropy=late_entropy(run, top))
+    return rec
+
+
+def _mean(episodes: list[dict[str, Any]], key: str) -> float:
+    return float(np.mean([float(e.get(key, np.nan)) for e in episodes]))
+
+
+def fits(plan: ProtocolPlan, record: dict[str, Any] | None, arm: str, seed: int, eval_seed: int = EVAL_SEED) -> bool:
+    """Whether a data file's record is of this plan's arm and seed at its budget, eval and keys (whether
+    the code still makes it is stale_records')."""
+    return (record is not None and record["arm"] == arm and record["seed"] == seed
+            and record["budget"] == plan.budget() and record["eval_episodes"] == plan.eval_episodes
+            and record["eval_seed"] == eval_seed + seed and set(plan.also) <= set(record["also"]))
+
+
+def from_records(plan: ProtocolPlan, known: Records | None, eval_seed: int = EVAL_SEED) -> Records:
+    """The plan's seeds to take from the data file: a fitting record there, and the seed's own run
+    not finished here (a finished run folder is always read, and its record rewritten)."""
+    if not known:
+        return {}
+    return {(arm, s): known[arm, s] for arm in ARMS for s in plan.seeds
+            if fits(plan, known.get((arm, s)), arm, s, eval_seed)
+            and not finished(plan.run_dir(arm, s), plan.arm_steps(arm, s))}
+
+
+def seed_record(plan: ProtocolPlan, arm: str, seed: int, eval_seed: int = EVAL_SEED,
+                known: Records | None = None) -> dict[str, Any]:
+    """The seed's record: from the data file where from_records takes it, else from its run folders."""
+    kept = from_records(plan, known, eval_seed)
+    return kept[arm, seed] if (arm, seed) in kept else run_record(plan, arm, seed, eval_seed)
+
+
+def stale_records(plan: ProtocolPlan, known: Records | None) -> dict[str, list[str]]:
+    """'ARM seed S' -> the settings where a data-file record this plan would use differs from what
+    its runs' commands make with this code now (examples.studies.same_run.changed_from)."""
+    from examples.studies.same_run import changed_from
+    stale = {}
+    for (arm, seed), rec in from_records(plan, known).items():
+        commands = arm_commands(plan, arm, seed)
+        # as many runs as the plan's (a skill stage added or removed changes the budget: fits refuses it)
+        changes = [c for cfg, cmd in zip(rec["configs"], commands) for c in changed_from(cfg, cmd[2:])]
+        if changes:
+            stale[f"{arm} seed {seed}"] = changes
+    return stale
+
+
+def read_records(path: Path) -> Records:
+    """A report's data file, by (arm, seed); empty if there is none."""
+    if not path.is_file():
+        return {}
+    return {(r["arm"], int(r["seed"])): r for r in json.loads(path.read_text())}
+
+
+def write_records(path: Path, records: list[dict[str, Any]], known: Records) -> None:
+    """The data file: these records, and the known ones of other arms and seeds (a report on fewer
+    seeds keeps the rest)."""
+    made = {(r["arm"], r["seed"]) for r in records}
+    kept = [r for key, r in known.items() if key not in made]
+    rows = sorted(records + kept, key=lambda r: (ARMS.index(r["arm"]) if r["arm"] in ARMS else len(ARMS), r["seed"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows, indent=1, default=float) + "\n")
+
+
+def diagnose(records: list[dict[str, Any]], rate: bool) -> dict[str, Any]:
+    """Why the hierarchy does as it does, from its seeds' records: goal success per layer (the final
     eval's goal counts of each seed), its commander's late entropy, and its final team with a
     uniformly random commander."""
-    runs = [plan.run_dir(HIER, s) for s in plan.seeds]
-    top, n_goals = top_layer(runs[0])
     success: dict[str, list[float]] = {}
     counts: dict[str, list[int]] = {}
-    random_top: list[float] = []
-    for seed, run, goals in zip(plan.seeds, runs, goal_counts):
-        for layer, by_goal in goals.items():
+    for rec in records:
+        for layer, by_goal in rec["goals"].items():
             n, ok = by_goal["all"]
             success.setdefault(layer, []).append(ok / n if n else float("nan"))
             total = counts.setdefault(layer, [0, 0])
             total[0], total[1] = total[0] + n, total[1] + ok
-        eps = final_episodes(run, plan.eval_episodes, eval_seed + seed, uniform=(top,))
-        random_top.append(float(np.mean([float(e.get(plan.outcome, np.nan)) for e in eps])))
-    entropy = [late_entropy(run, top) for run in runs]
+    top, n_goals = records[0]["top"], records[0]["n_goals"]
+    finals = [rec["final"] for rec in records]
+    random_top = [rec["random_top"] for rec in records]
+    entropy = [rec["entropy"] for rec in records]
     return {"top": top, "n_goals": n_goals,
             "goal_success": {layer: {"per_seed": v, "ci": seeds_t_ci(v, rate=True), "goals": counts[layer]}
                              for layer, v in success.items()},
             "entropy": {"per_seed": entropy, "ci": t_ci(entropy),
                         "uniform": float(np.log(n_goals)) if n_goals else None},
-            "random_top": {"per_seed": random_top, "ci": seeds_t_ci(random_top, plan.rate),
+            "random_top": {"per_seed": random_top, "ci": seeds_t_ci(random_top, rate),
                            "trained_minus_random": paired_ci(finals, random_top)}}
 
 
-def summarize(plan: ProtocolPlan, eval_seed: int = 12345) -> dict[str, Any]:
+def summarize(plan: ProtocolPlan, eval_seed: int = EVAL_SEED, known: Records | None = None) -> dict[str, Any]:
     """Per arm the seeds' final eval and its t interval, the better flat arm, the hierarchy's
-    difference to it and the verdict, steps-to-threshold, minutes and frames per run, diagnostics."""
-    trained = {arm: [frames(plan, arm, s) for s in plan.seeds] for arm in ARMS}
+    difference to it and the verdict, steps-to-threshold, minutes and frames per run, diagnostics;
+    from each seed's record (its run folders', or the report's data file's where `known` holds
+    one that fits and the folders are not finished): `records`, the data file's content."""
+    records = {(arm, s): seed_record(plan, arm, s, eval_seed, known) for arm in ARMS for s in plan.seeds}
+    trained = {arm: [records[arm, s]["frames"] for s in plan.seeds] for arm in ARMS}
     # the curves up to the most frames a run trained (a run ends on a whole rollout, past its budget)
     grid = np.linspace(0, max(plan.steps, *(f for fs in trained.values() for f in fs)), 101)
     arms: dict[str, Any] = {}
     for arm in ARMS:
-        finals, team = [], []
-        also: dict[str, list[float]] = {k: [] for k in plan.also}
-        curves: list[np.ndarray] = []
-        goals: list[dict[str, Any]] = []
-        for seed in plan.seeds:
-            goals.append({})
-            eps = final_episodes(plan.run_dir(arm, seed), plan.eval_episodes, eval_seed + seed, goal_counts=goals[-1],
-                                 keys=(plan.outcome, *plan.also))
-            finals.append(float(np.mean([float(e.get(plan.outcome, np.nan)) for e in eps])))
-            team.append(float(np.mean([float(e["team_return"]) for e in eps])))
-            for k in plan.also:
-                also[k].append(float(np.mean([float(e.get(k, np.nan)) for e in eps])))
-            curves.append(on_grid(*seed_points(plan, arm, seed, plan.outcome), grid))
+        recs = [records[arm, s] for s in plan.seeds]
+        finals = [r["final"] for r in recs]
+        curves = [on_grid(np.asarray(r["curve"][0], float), np.asarray(r["curve"][1], float), grid) for r in recs]
         curve = seeds_mean(curves)
         arms[arm] = {"args": plan.args(arm), "per_seed": finals, "ci": seeds_t_ci(finals, plan.rate),
-                     "team_return": t_ci(team), "also": {k: t_ci(v) for k, v in also.items()},
+                     "team_return": t_ci([r["team_return"] for r in recs]),
+                     "also": {k: t_ci([r["also"][k] for r in recs]) for k in plan.also},
                      "curve": curve.tolist(), "curve_final": final_value(curve),
-                     "seed_curves": [c.tolist() for c in curves], "frames": trained[arm], "minutes": minutes(plan, arm),
-                     "commands": [shlex.join(c) for s in plan.seeds for c in arm_commands(plan, arm, s)],
-                     "goals": goals}
+                     "seed_curves": [c.tolist() for c in curves], "frames": trained[arm],
+                     "minutes": [r["minutes"] for r in recs],
+                     "commands": [c for r in recs for c in r["commands"]], "goals": [r["goals"] for r in recs]}
     best = better_flat({a: arms[a]["per_seed"] for a in FLAT_ARMS})
     diff = diff_ci(arms[HIER]["per_seed"], arms[best]["per_seed"])
     best_mean = arms[best]["ci"][0]
@@ -369,7 +485,8 @@ def summarize(plan: ProtocolPlan, eval_seed: int = 12345) -> dict[str, Any]:
     for arm in ARMS:
         arms[arm]["to_threshold"] = None if threshold is None else reach_ci(
             [steps_to_reach(grid, np.asarray(c), threshold) for c in arms[arm]["seed_curves"]])
-    out["why"] = diagnose(plan, arms[HIER]["per_seed"], arms[HIER]["goals"], eval_seed)
+    out["why"] = diagnose([records[HIER, s] for s in plan.seeds], plan.rate)
+    out["records"] = list(records.values())
     return out
 
 
@@ -429,7 +546,7 @@ def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command
              "", f"The protocol of [the evidence pages](README.md#the-protocol): {budget}"
              + (f"; every run with `{' '.join(plan.common)}`" if plan.common else "") + f"; seeds {plan.seeds}. "
              f"Each final team is played for {plan.eval_episodes} fresh episodes (`hdppo.runtime.evaluate.play`, "
-             f"sampled actions, eval seed 12345 + the seed). Intervals are 95% Student-t intervals across the "
+             f"sampled actions, eval seed {EVAL_SEED} + the seed). Intervals are 95% Student-t intervals across the "
              f"seeds' means ({n} seeds, {n - 1} degree{'s' if n != 2 else ''} of freedom"
              + ("; a rate's clipped to [0, 1]" if plan.rate else "") + "); the difference between two arms is a "
              "Welch interval. A run ends on a whole rollout, so it "
@@ -490,9 +607,8 @@ def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command
     for arm in ARMS:
         lines += [f"- `{c}`" for c in arms[arm]["commands"]]
     lines += ["", "Made by (each run's `provenance.json`, and the code that wrote this report):", ""]
-    runs = [plan.run_dir(a, s) for a in ARMS for s in plan.seeds] + (
-        [plan.skill_dir(s) for s in plan.seeds] if sk else [])
-    lines += [f"- runs: {m}" for m in sorted({provenance.describe(provenance.read(r)) for r in runs})]
+    made_by = {provenance.describe(p) for rec in summary["records"] for p in rec["provenance"]}
+    lines += [f"- runs: {m}" for m in sorted(made_by)]
     lines.append(f"- report: {provenance.describe(made or provenance.provenance())}")
     return "\n".join(lines) + "\n"
 
@@ -552,9 +668,8 @@ def plot(plan: ProtocolPlan, summary: dict[str, Any], png: Path) -> Path:
     fig, (ax, bar) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [2, 1]})
     grid = np.asarray(summary["grid"])
     for i, arm in enumerate(ARMS):
-        for seed in plan.seeds:
-            x, y = seed_points(plan, arm, seed, plan.outcome)
-            ax.plot(x, y, color=f"C{i}", alpha=0.3, linewidth=0.8)
+        for rec in (r for r in summary["records"] if r["arm"] == arm):
+            ax.plot(*rec["curve"], color=f"C{i}", alpha=0.3, linewidth=0.8)
         ax.plot(grid, summary["arms"][arm]["curve"], color=f"C{i}", linewidth=2,
                 label=f"{arm} ({len(plan.seeds)} seeds)")
     if plan.skills is not None:
@@ -624,18 +739,36 @@ def configure(plan: ProtocolPlan, args: argparse.Namespace) -> ProtocolPlan:
         raise SystemExit(f"--steps {args.steps} --skill-steps {args.skill_steps}: {exc}") from None
 
 
+def data_file(plan: ProtocolPlan, args: argparse.Namespace) -> Path:
+    """The report's data file, NAME-runs.json beside NAME.md (--write, else the runs' folder)."""
+    base = plan.name or plan.scenario
+    return (Path(args.write) if args.write else plan.out) / f"{base}{'-' + args.tag if args.tag else ''}-runs.json"
+
+
 def run(plan: ProtocolPlan, args: argparse.Namespace, command: str,
         log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train what is missing (unless --report-only), summarize, write NAME.md, NAME.png and OUT/summary.json."""
-    return report(plan, args, command, plan.name or plan.scenario, check=lambda: check_runs(plan),
-                  train=train_all, summarize=summarize, plot=plot, markdown=markdown, log=log)
+    """Train what is missing (unless --report-only; seeds whose record the data file holds are not
+    trained again), summarize, write NAME.md, NAME.png, NAME-runs.json and OUT/summary.json."""
+    data = data_file(plan, args)
+    known = read_records(data)
+    summary = report(plan, args, command, plan.name or plan.scenario, check=lambda: check_runs(plan, known=known),
+                     train=lambda p, lg: train_all(p, lg, known, data), summarize=lambda p: summarize(p, known=known),
+                     plot=plot, markdown=markdown, log=log)
+    write_records(data, summary["records"], known)
+    return summary
 
 
-def check_runs(plan: Any, budget: Callable[..., None] | None = None) -> None:
+def check_runs(plan: Any, budget: Callable[..., None] | None = None, known: Records | None = None) -> None:
     """The plan's folder holds runs of its budget (`budget`, check_budget by default), and its finished
-    runs are what their commands make."""
+    runs, and the data-file records it would use in place of runs (`known`), are what their commands make."""
     (budget or check_budget)(plan, write=False)
     refuse_stale([job for seed in plan.seeds for job in plan.jobs(seed)])
+    if stale := stale_records(plan, known):
+        lines = "\n".join(f"  {what}: {'; '.join(changes)}" for what, changes in stale.items())
+        raise SystemExit(f"these runs of the report's data file were made with settings their commands no longer "
+                         f"give:\n{lines}\nfix: take their records out of the data file to train them again with "
+                         "this code, or put the runs' values in the plan's arguments (e.g. `epochs=4` where a "
+                         "default changed) so the report says how they were made")
 
 
 def main_each(plan_of: Callable[[str], ProtocolPlan], choices: Sequence[str], flag: str, script: str,

@@ -11,21 +11,29 @@ import numpy as np
 import pytest
 
 from examples.studies.protocol import (
+    EVAL_SEED,
     FLAT,
     HIER,
     SHAPED,
     ProtocolPlan,
     SkillStage,
+    arm_commands,
     better_flat,
     check_budget,
+    check_runs,
     configure,
     frames,
+    from_records,
     late_entropy,
     paired_ci,
     reach_ci,
+    read_records,
     seed_points,
     seeds_t_ci,
+    stale_records,
+    thin,
     verdict,
+    write_records,
 )
 from hdppo.engine.metrics import MetricsSink
 from hdppo.stats import diff_ci, t_ci
@@ -165,3 +173,56 @@ def test_late_entropy_is_the_mean_of_the_last_tenth_of_the_steps(tmp_path):
     _curve(run, [(100, 1.4), (500, 1.2), (905, 0.9), (1000, 0.7)], scope="high")
     assert late_entropy(run, "high") == pytest.approx(0.8)              # steps >= 900: 0.9 and 0.7
     assert np.isnan(late_entropy(run, "mid"))
+
+
+def test_a_records_curve_is_thinned_evenly_keeping_its_ends():
+    x = np.arange(1000.0)
+    tx, ty = thin(x, 2 * x, n=100)
+    assert len(tx) == 100 and tx[0] == 0 and tx[-1] == 999 and np.all(np.diff(tx) > 0) and (ty == 2 * tx).all()
+    short = np.arange(5.0)
+    assert thin(short, short, n=100)[0] is short                        # short curves are kept whole
+
+
+def _record(plan: ProtocolPlan, arm: str, seed: int, final: float = 0.5) -> dict:
+    from examples.studies.same_run import resolved_config
+    configs = [resolved_config(cmd[2:]) for cmd in arm_commands(plan, arm, seed)]
+    return {"arm": arm, "seed": seed, "budget": plan.budget(), "eval_episodes": plan.eval_episodes,
+            "eval_seed": EVAL_SEED + seed, "commands": [], "configs": configs, "provenance": [None], "frames": 4000,
+            "minutes": 1.0, "curve": [[], []], "final": final, "team_return": 0.0, "also": {}, "goals": {}}
+
+
+def test_a_data_file_record_stands_in_for_a_run_only_while_it_fits_and_the_run_is_not_finished(tmp_path):
+    plan = _plan(tmp_path)
+    known = {(FLAT, 0): _record(plan, FLAT, 0)}
+    assert list(from_records(plan, known)) == [(FLAT, 0)]
+    for change in ({"budget": {"steps": 8000, "skill_steps": 1000}}, {"eval_episodes": 7}, {"eval_seed": 1},
+                   {"seed": 1}):
+        assert not from_records(plan, {(FLAT, 0): {**known[FLAT, 0], **change}})
+    assert not from_records(dataclasses.replace(plan, also=["lifts"]), known)     # a key the record lacks
+    _state(plan.run_dir(FLAT, 0), 4000)                                # the run is here, finished: it is read
+    assert not from_records(plan, known)
+
+
+def test_a_record_made_with_other_settings_is_refused_naming_them(tmp_path):
+    plan = _plan(tmp_path)
+    known = {(FLAT, 0): _record(plan, FLAT, 0), (HIER, 0): _record(plan, HIER, 0)}
+    assert stale_records(plan, known) == {}
+    known[FLAT, 0]["configs"][0]["train"]["layers"]["low"]["epochs"] = 4     # as if a default changed since
+    assert stale_records(plan, known) == {"flat seed 0": ["train.layers.low.epochs: 4 in the run, 16 now"]}
+    skill_run = known[HIER, 0]["configs"][0]["scenario_config"]         # the skill run's config is compared too
+    size = skill_run["size"]
+    skill_run["size"] = size + 1
+    assert stale_records(plan, known)["hier seed 0"] == [f"scenario_config.size: {size + 1} in the run, {size} now"]
+    with pytest.raises(SystemExit, match=r"(?s)data file.*flat seed 0: train.layers.low.epochs.*fix: take"):
+        check_runs(plan, known=known)
+
+
+def test_the_data_file_keeps_the_records_of_seeds_a_report_did_not_cover(tmp_path):
+    plan = _plan(tmp_path)
+    path = tmp_path / "docs" / "x-runs.json"
+    old = {(FLAT, 0): _record(plan, FLAT, 0, final=0.1), (FLAT, 3): _record(plan, FLAT, 3, final=0.3)}
+    write_records(path, [_record(plan, FLAT, 0, final=0.9), _record(plan, HIER, 0)], old)
+    got = read_records(path)
+    assert sorted(got) == [(FLAT, 0), (FLAT, 3), (HIER, 0)]
+    assert got[FLAT, 0]["final"] == 0.9 and got[FLAT, 3]["final"] == 0.3      # the new record replaces the old
+    assert read_records(tmp_path / "none.json") == {}

@@ -1,15 +1,19 @@
 """The evidence protocol end to end on grid, at a budget of seconds: three arms, a skills stage in the
 hierarchy's budget, the final evals, the diagnostics, the report and its PNG; finished runs and
-evals reused; runs of another budget refused."""
+evals reused; runs of another budget refused; the report rewritten from its data file alone once the
+run folders are gone, and a data-file record the code would no longer make refused."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 
 import numpy as np
 import pytest
 
+import examples.studies.protocol as protocol
 from examples.studies.evidence import finished
-from examples.studies.protocol import ARMS, FLAT_ARMS, HIER, ProtocolPlan, SkillStage, main
+from examples.studies.protocol import ARMS, FLAT, FLAT_ARMS, HIER, SHAPED, ProtocolPlan, SkillStage, main, read_records
 from hdppo.stats import diff_ci, t_ci
 
 STEPS, SKILLS = 2048, 512
@@ -74,3 +78,55 @@ def test_the_protocol_on_grid(tmp_path, monkeypatch):
     assert (plan.run_dir(HIER, 0) / "state.json").stat().st_mtime_ns == stamp
     with pytest.raises(SystemExit, match="another budget"):
         main(plan, "x", ["--steps", str(2 * STEPS)])
+
+    # the data file beside the report: with the run folders gone, the same report from it alone, nothing trained
+    data = docs / "grid-protocol-runs.json"
+    assert sorted(read_records(data)) == sorted((arm, s) for arm in ARMS for s in plan.seeds)
+    shutil.rmtree(out)
+    monkeypatch.setattr("examples.studies.protocol.train_run", lambda *a, **k: pytest.fail("trained again"))
+    kept = main(plan, "examples/evidence/grid.py", ["--write", str(docs)])
+    for key in ("diff", "verdict", "better_flat", "threshold", "why"):
+        assert kept[key] == pytest.approx(summary[key], nan_ok=True) if key in ("diff", "threshold") \
+            else json.dumps(kept[key]) == json.dumps(summary[key])
+    for arm in ARMS:
+        assert kept["arms"][arm]["per_seed"] == arms[arm]["per_seed"]
+        assert kept["arms"][arm]["curve"] == pytest.approx(arms[arm]["curve"], nan_ok=True)
+
+    def body(md: str) -> list[str]:            # the report but its own provenance line
+        return [line for line in md.splitlines() if not line.startswith("- report:")]
+    assert body((docs / "grid-protocol.md").read_text()) == body(text)
+    records = json.loads(data.read_text())     # a record made with settings the code no longer gives is refused
+    records[0]["configs"][0]["train"]["layers"]["low"]["epochs"] = 3
+    data.write_text(json.dumps(records))
+    with pytest.raises(SystemExit, match="data file were made with settings"):
+        main(plan, "x", ["--report-only", "--write", str(docs)])
+
+
+@pytest.mark.long(25)
+def test_a_campaign_cut_off_keeps_the_seeds_it_finished_in_its_data_file(tmp_path, monkeypatch):
+    out, docs = tmp_path / "runs", tmp_path / "docs"
+    plan = dataclasses.replace(_plan(out), seeds=[0], skills=None)
+    real = protocol.train_run
+
+    def cut(run, *args, **kw):               # the session ends while the hierarchy trains
+        if run == plan.run_dir(HIER, 0):
+            raise KeyboardInterrupt
+        real(run, *args, **kw)
+    monkeypatch.setattr(protocol, "train_run", cut)
+    with pytest.raises(KeyboardInterrupt):
+        main(plan, "x", ["--write", str(docs)])
+    data = read_records(docs / "grid-protocol-runs.json")
+    assert sorted(data) == [(FLAT, 0), (SHAPED, 0)]
+
+    shutil.rmtree(out)                       # the next session's machine: the run folders are gone
+    trained = []
+
+    def count(run, *args, **kw):
+        trained.append(run)
+        real(run, *args, **kw)
+    monkeypatch.setattr(protocol, "train_run", count)
+    summary = main(plan, "x", ["--write", str(docs)])
+    assert trained == [plan.run_dir(HIER, 0)]                 # only what the cut-off campaign had not finished
+    for arm in FLAT_ARMS:
+        assert summary["arms"][arm]["per_seed"] == [data[arm, 0]["final"]]
+    assert sorted(read_records(docs / "grid-protocol-runs.json")) == sorted((arm, 0) for arm in ARMS)
