@@ -542,7 +542,11 @@ def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command
                    f"units learn to reach the goals of an untrained commander), then the rest in its own run, "
                    f"`--layer {sk.then} --load {sk.layer}=SKILLRUN`{frozen}")
     lines = [f"# Evidence: {plan.scenario} ({plan.name or plan.scenario}), the hierarchy against the better flat arm",
-             "", f"Reproduce with `{command}` ({3 * n + (n if sk else 0)} training runs; finished ones are reused).",
+             "", f"Reproduce with `{command}` ({(3 + bool(sk)) * (n + len(summary.get('pending', [])))} training runs; "
+             "finished ones are reused).",
+             *([] if not summary.get("pending") else [
+                 "", f"> **Incomplete**: seeds {summary['pending']} of this command are not finished; this report "
+                 f"covers seeds {plan.seeds}, where every arm is. The protocol's claim needs all of them."]),
              "", f"The protocol of [the evidence pages](README.md#the-protocol): {budget}"
              + (f"; every run with `{' '.join(plan.common)}`" if plan.common else "") + f"; seeds {plan.seeds}. "
              f"Each final team is played for {plan.eval_episodes} fresh episodes (`hdppo.runtime.evaluate.play`, "
@@ -748,14 +752,29 @@ def data_file(plan: ProtocolPlan, args: argparse.Namespace) -> Path:
 def run(plan: ProtocolPlan, args: argparse.Namespace, command: str,
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """Train what is missing (unless --report-only; seeds whose record the data file holds are not
-    trained again), summarize, write NAME.md, NAME.png, NAME-runs.json and OUT/summary.json."""
+    trained again), summarize, write NAME.md, NAME.png, NAME-runs.json and OUT/summary.json. With
+    --report-only, the seeds of which every arm is done are reported and the rest named as pending."""
     data = data_file(plan, args)
     known = read_records(data)
+    pending: list[int] = []
+    if args.report_only:
+        ready = [s for s in plan.seeds if all(done(plan, arm, s, known) for arm in ARMS)]
+        if not ready:
+            raise SystemExit(f"--report-only: no seed of {plan.seeds} has all three arms finished in {plan.out} or "
+                             f"recorded in {data}; fix: run the same command without --report-only")
+        pending = [s for s in plan.seeds if s not in ready]
+        plan = dataclasses.replace(plan, seeds=ready)
     summary = report(plan, args, command, plan.name or plan.scenario, check=lambda: check_runs(plan, known=known),
-                     train=lambda p, lg: train_all(p, lg, known, data), summarize=lambda p: summarize(p, known=known),
+                     train=lambda p, lg: train_all(p, lg, known, data),
+                     summarize=lambda p: {**summarize(p, known=known), "pending": pending},
                      plot=plot, markdown=markdown, log=log)
     write_records(data, summary["records"], known)
     return summary
+
+
+def done(plan: ProtocolPlan, arm: str, seed: int, known: Records) -> bool:
+    """Whether the arm's seed is recorded in the data file (and fits the plan) or its run is finished."""
+    return (arm, seed) in from_records(plan, known) or finished(plan.run_dir(arm, seed), plan.arm_steps(arm, seed))
 
 
 def check_runs(plan: Any, budget: Callable[..., None] | None = None, known: Records | None = None) -> None:

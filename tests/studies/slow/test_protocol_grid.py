@@ -117,6 +117,8 @@ def test_a_campaign_cut_off_keeps_the_seeds_it_finished_in_its_data_file(tmp_pat
         main(plan, "x", ["--write", str(docs)])
     data = read_records(docs / "grid-protocol-runs.json")
     assert sorted(data) == [(FLAT, 0), (SHAPED, 0)]
+    with pytest.raises(SystemExit, match="no seed of \\[0\\] has all three arms"):
+        main(plan, "x", ["--report-only", "--write", str(docs)])
 
     shutil.rmtree(out)                       # the next session's machine: the run folders are gone
     trained = []
@@ -130,3 +132,10 @@ def test_a_campaign_cut_off_keeps_the_seeds_it_finished_in_its_data_file(tmp_pat
     for arm in FLAT_ARMS:
         assert summary["arms"][arm]["per_seed"] == [data[arm, 0]["final"]]
     assert sorted(read_records(docs / "grid-protocol-runs.json")) == sorted((arm, 0) for arm in ARMS)
+
+    # a report of what is done while seed 1 is not: seed 0's, seed 1 named as pending
+    part = main(plan, "x", ["--report-only", "--seeds", "0", "1", "--write", str(docs)])
+    assert part["pending"] == [1] and part["arms"][HIER]["per_seed"] == summary["arms"][HIER]["per_seed"]
+    text = (docs / "grid-protocol.md").read_text()
+    assert "**Incomplete**: seeds [1] of this command are not finished; this report covers seeds [0]" in text
+    assert "(6 training runs; finished ones are reused)" in text
