@@ -14,8 +14,10 @@ The controller reads the exact state of rware's own `Warehouse` (`env.unwrapped`
   shelves); a loaded one only on highways, besides the cell it starts in and the cell it drops into
   (rware cancels a loaded robot's move into a standing shelf).
 * collisions and deadlocks: windowed cooperative A* (Silver 2005) re-planned every step: robots are
-  planned in priority order (lifting/dropping, then delivering, returning, fetching, parking; a robot
-  that has made no progress for a while is moved up, ties broken at random) in space-time against a
+  planned in priority order (lifting/dropping, then delivering, returning, fetching, parking, nearer
+  first; while any robot has made no progress for `stuck_after` steps the order is drawn at random each
+  step, and the robots not yet planned are obstacles for the whole window instead of the first step: a
+  deadlock breaker) in space-time against a
   reservation table of the higher robots' planned cells (vertex and swap conflicts; following a robot
   that moves away is allowed, as rware's chain rule commits it), within a window of `window` steps,
   beyond which the BFS table is the cost to go. In the first step a robot may not enter a cell where a
@@ -32,6 +34,7 @@ import itertools
 import random
 import time
 from collections import deque
+from typing import Any
 
 import numpy as np
 
@@ -124,11 +127,12 @@ class Layout:
         return cost
 
 
-def space_time_astar(lay: Layout, start, targets, loaded, table, window, vertex, edges, first_blocked):
+def space_time_astar(lay: Layout, start, targets, loaded, table, window, vertex, edges, first_blocked,
+                     block_until=1):
     """Cooperative A* in (x, y, d, t) up to `window` steps. Returns the list of states from start.
 
     vertex: {(x, y, t)} reserved cells; edges: {(from_cell, to_cell, t)} moves of higher robots arriving at
-    t (a swap against one is refused); first_blocked: cells that may not be entered at t = 1. A node is
+    t (a swap against one is refused); first_blocked: cells that may not be entered at t <= block_until. A node is
     terminal when it stands on a target cell that no reservation claims later in the window (cost g), or
     when t == window (cost g + BFS cost to go)."""
     tset = set(targets)
@@ -160,7 +164,7 @@ def space_time_astar(lay: Layout, start, targets, loaded, table, window, vertex,
         succ = [(x, y, d), (x, y, LEFT_OF[d]), (x, y, RIGHT_OF[d])]
         fx, fy = x + DX[d], y + DY[d]
         if lay.inside(fx, fy) and ((not loaded) or lay.highway[fy, fx] or (fx, fy) in tset):
-            if not (nt == 1 and (fx, fy) in first_blocked) and (fx, fy, x, y, nt) not in edges:
+            if not (nt <= block_until and (fx, fy) in first_blocked) and (fx, fy, x, y, nt) not in edges:
                 succ.append((fx, fy, d))
         for sx, sy, sd in succ:
             child = (sx, sy, sd, nt)
@@ -187,7 +191,7 @@ def action_between(a, b):
 class ScriptedTeam:
     """A centralized hand-planned controller for one rware Warehouse (see the module docstring)."""
 
-    def __init__(self, env, window: int = 16, seed: int = 0, stuck_after: int = 4):
+    def __init__(self, env, window: int = 16, seed: int = 0, stuck_after: int = 16):
         self.env = env
         self.lay = Layout(env)
         self.window = window
@@ -311,13 +315,20 @@ class ScriptedTeam:
         # priority order
         def prio(i):
             if i in toggles:
-                return (0, 0, 0.0)
-            boost = 0 if self.stuck[i] >= self.stuck_after else 1
-            x, y, d = states[i]
+                return (0, 0.0)
             h = self.best_h[i] if self.best_h[i] < INF else 0
-            return (1 + boost, _RANK.get(tasks[i], 5), h + self.rng.random())
+            return (_RANK.get(tasks[i], 5), h + self.rng.random())
 
         order = sorted(range(n), key=prio)
+        block_until = 1
+        if max(self.stuck) >= self.stuck_after:
+            block_until = self.window  # and the robots not yet planned are obstacles for the whole window
+            # deadlock breaker: while a robot is stuck, the order of the non-toggling robots is drawn at random
+            # each step, so a robot that blocks a stuck one's only way out is planned first now and then
+            fixed = [i for i in order if i in toggles]
+            rest = [i for i in order if i not in toggles]
+            self.rng.shuffle(rest)
+            order = fixed + rest
         vertex: set = set()
         edges: set = set()
         actions = [NOOP] * n
@@ -331,7 +342,8 @@ class ScriptedTeam:
             else:
                 loaded = carrying[i] is not None
                 table = lay.dist_table(targets[i], loaded)
-                path = space_time_astar(lay, states[i], targets[i], loaded, table, W, vertex, edges, first_blocked)
+                path = space_time_astar(lay, states[i], targets[i], loaded, table, W, vertex, edges, first_blocked,
+                                         block_until)
                 if len(path) > 1:
                     actions[i] = action_between(path[0], path[1])
                     # the windowed search may leave a wait as its first step; it is still a legal plan
@@ -389,16 +401,17 @@ class ScriptedTeam:
 
 
 def run_episode(env_id: str, seed: int, window: int = 16, render: bool = False):
-    """One seeded episode; returns (deliveries, per-robot deliveries, failed forward moves, seconds)."""
+    """One seeded episode; returns (deliveries, per-robot deliveries, failed forward moves, longest run of steps
+    without a delivery, seconds)."""
     import gymnasium as gym
     import rware  # noqa: F401  (registers the envs)
 
     env = gym.make(env_id, disable_env_checker=True)
     env.reset(seed=seed)
-    u = env.unwrapped
+    u: Any = env.unwrapped
     team = ScriptedTeam(u, window=window, seed=seed)
     total = np.zeros(u.n_agents)
-    failed = 0
+    failed, gap, max_gap = 0, 0, 0
     t0 = time.perf_counter()
     done = False
     while not done:
@@ -406,10 +419,13 @@ def run_episode(env_id: str, seed: int, window: int = 16, render: bool = False):
         before = [(a.x, a.y) for a in u.agents]
         _, rew, term, trunc, _ = env.step(acts)
         failed += sum(1 for a, b, act in zip(u.agents, before, acts) if act == FORWARD and (a.x, a.y) == b)
-        total += np.asarray(rew, dtype=np.float64)
+        got = np.asarray(rew, dtype=np.float64)
+        total += got
+        gap = 0 if got.sum() > 0 else gap + 1
+        max_gap = max(max_gap, gap)
         done = bool(term or trunc)
     env.close()
-    return float(total.sum()), total, failed, time.perf_counter() - t0
+    return float(total.sum()), total, failed, max_gap, time.perf_counter() - t0
 
 
 def random_episode(env_id: str, seed: int) -> float:
@@ -423,62 +439,72 @@ def random_episode(env_id: str, seed: int) -> float:
     total, done = 0.0, False
     while not done:
         _, rew, term, trunc, _ = env.step(env.action_space.sample())
-        total += float(np.sum(rew))
+        total += float(np.sum(np.asarray(rew, dtype=np.float64)))
         done = bool(term or trunc)
     env.close()
     return total
 
 
 def ceiling(env_id: str, steps: int | None = None) -> dict:
-    """Optimistic no-congestion ceilings on deliveries per episode (exact shortest paths with turns).
+    """Optimistic no-congestion figures for deliveries per episode (exact shortest paths, a turn = 1 step).
 
-    robot_cycle: one robot's steady cycle for a uniformly random requested shelf B, the previous shelf A
-      also uniform: from a goal cell (facing chosen freely), carry A back to its own cell, drop (1 step),
-      drive empty to B, lift (1), carry B to the nearest goal cell. Orientation is carried exactly through
-      the legs. Bound = n_agents x steps / E[cycle] (no waiting for other robots, no waiting for requests).
-    robot_cycle_near: the same but A is returned to the shelf cell nearest a goal (as if it were always
-      free), a looser bound.
-    queue: at most `request_queue_size` requests are open; each needs >= 1 (lift) + loaded path from its
-      shelf (best facing, a robot assumed already under it when it is requested) to a goal. Bound =
-      queue x steps / E[1 + loaded path]. Ignores re-requests of shelves already being carried.
-    ceiling = min(robot_cycle_near bound, queue bound)."""
+    L(B): steps to carry shelf B from its cell to a goal cell (best facing). L_hw: loaded robots on highways
+    only (rware's real rule as long as no shelf cell is empty); L_any: through any cell (a loose lower bound,
+    as if every shelf cell on the way were empty).
+
+    cycle_own: one robot's steady cycle, shelves A (previous) and B (next) uniform: from a goal (facing free)
+      carry A back to its own cell, drop (1), drive empty to B, lift (1), carry B to a goal; facing carried
+      exactly through the legs. n_agents x steps / E[cycle]: what a congestion-free team that returns each
+      shelf to its own cell and fetches its next shelf itself could reach. Not a bound on cleverer teams.
+    robot_time: every delivery takes, of some robot's time, at least lift (1) + L_any(B) + the path from a
+      goal to the nearest shelf cell (any cell passable) + drop (1); the empty drive to B is counted as 0 (a
+      robot already waiting under it). n_agents x steps / E[that]: a bound on any team.
+    queue_hw / queue_any: only `request_queue_size` requests are open at once, and each, once drawn, needs a
+      robot under it to lift (1) and carry it (L). queue x steps / E[1 + L]. A bound on any team, except that
+      rware draws new requests among all shelves not requested, including shelves robots carry (which can
+      be delivered at once); queue_strict allows for that: at most n_agents of the shelves - queue
+      candidates are carried, so E[time per request] >= (1 - p)(1 + E[L_any]) + p with p = n/(shelves - q).
+    ceiling = min(robot_time, queue_strict): no team, however planned, beats it in expectation.
+    ceiling_hw = min(robot_time, queue_hw): the same if carried shelves were never re-requested and loaded
+      robots kept to highways."""
     import gymnasium as gym
     import rware  # noqa: F401
 
     env = gym.make(env_id, disable_env_checker=True)
     env.reset(seed=0)
-    u = env.unwrapped
+    u: Any = env.unwrapped
     steps = steps or u.max_steps
     lay = Layout(u)
     cells = lay.shelf_cells
     to_goal = lay.dist_table(lay.goals, loaded=True)
+    to_goal_any = lay.dist_table(lay.goals, loaded=False)
     goal_starts = {(gx, gy, d): 0 for gx, gy in lay.goals for d in range(4)}
 
-    def cycle_mean(drop_of):
-        total, count = 0.0, 0
-        for a in cells:
-            drop = drop_of(a)
-            c1 = lay.forward_costs(goal_starts, loaded=True, targets=[drop])  # goal -> drop cell, loaded
-            starts = {(drop[0], drop[1], d): int(c1[drop[1], drop[0], d]) + 1 for d in range(4)}
-            c2 = lay.forward_costs(starts, loaded=False)  # drop (+1) -> anywhere, empty
-            for bx, by in cells:
-                best = min(int(c2[by, bx, d]) + 1 + int(to_goal[by, bx, d]) for d in range(4))
-                total += best
-                count += 1
-        return total / count
-
-    near = min(cells, key=lambda c: min(int(lay.forward_costs(goal_starts, True, [c])[c[1], c[0]].min()), INF))
-    cyc_own = cycle_mean(lambda a: a)
-    cyc_near = cycle_mean(lambda a: near)
-    per_req = float(np.mean([1 + to_goal[y, x].min() for x, y in cells]))
-    n, q = u.n_agents, u.request_queue_size
+    total, count = 0.0, 0
+    for a in cells:
+        c1 = lay.forward_costs(goal_starts, loaded=True, targets=[a])  # goal -> A's cell, loaded
+        starts = {(a[0], a[1], d): int(c1[a[1], a[0], d]) + 1 for d in range(4)}
+        c2 = lay.forward_costs(starts, loaded=False)  # drop (+1), then empty anywhere
+        for bx, by in cells:
+            total += min(int(c2[by, bx, d]) + 1 + int(to_goal[by, bx, d]) for d in range(4))
+            count += 1
+    cyc_own = total / count
+    from_goal_any = lay.forward_costs(goal_starts, loaded=False)
+    drop_any = min(int(from_goal_any[y, x].min()) for x, y in cells)
+    l_hw = float(np.mean([to_goal[y, x].min() for x, y in cells]))
+    l_any = float(np.mean([to_goal_any[y, x].min() for x, y in cells]))
+    n, q, nshelf = u.n_agents, u.request_queue_size, len(cells)
+    p = min(1.0, n / (nshelf - q))
     out = {
-        "cycle_own_cell": cyc_own, "bound_own_cell": n * steps / cyc_own,
-        "cycle_near_cell": cyc_near, "bound_near_cell": n * steps / cyc_near,
-        "request_time": per_req, "bound_queue": q * steps / per_req,
-        "n_agents": n, "queue": q, "steps": steps, "goals": len(lay.goals), "shelves": len(cells),
+        "n_agents": n, "queue": q, "steps": steps, "goals": len(lay.goals), "shelves": nshelf,
+        "L_hw": l_hw, "L_any": l_any, "drop_any": drop_any,
+        "cycle_own": cyc_own, "bound_cycle_own": n * steps / cyc_own,
+        "robot_time": 2 + l_any + drop_any, "bound_robot_time": n * steps / (2 + l_any + drop_any),
+        "bound_queue_hw": q * steps / (1 + l_hw), "bound_queue_any": q * steps / (1 + l_any),
+        "p_carried": p, "bound_queue_strict": q * steps / ((1 - p) * (1 + l_any) + p),
     }
-    out["ceiling"] = min(out["bound_near_cell"], out["bound_queue"])
+    out["ceiling"] = min(out["bound_robot_time"], out["bound_queue_strict"])
+    out["ceiling_hw"] = min(out["bound_robot_time"], out["bound_queue_hw"])
     env.close()
     return out
 
@@ -494,15 +520,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-ceiling", action="store_true")
     args = ap.parse_args(argv)
 
-    per_ep, per_robot, fails, secs = [], [], 0, 0.0
+    per_ep, per_robot, gaps, fails, secs = [], [], [], 0, 0.0
     for i in range(args.episodes):
-        tot, robots, failed, sec = run_episode(args.env, args.seed + i, window=args.window)
+        tot, robots, failed, max_gap, sec = run_episode(args.env, args.seed + i, window=args.window)
+        gaps.append(max_gap)
         per_ep.append(tot)
         per_robot.append(robots)
         fails += failed
         secs += sec
         print(f"episode {i} seed {args.seed + i}: {tot:.0f} deliveries, per robot {robots.astype(int).tolist()}, "
-              f"failed forward moves {failed}, {sec:.1f}s", flush=True)
+              f"failed forward moves {failed}, longest gap {max_gap} steps, {sec:.1f}s", flush=True)
     m, lo, hi = t_ci(per_ep)
     rm, rlo, rhi = t_ci([r.mean() for r in per_robot])
     print(f"{args.env}: scripted team, {args.episodes} episodes (seeds {args.seed}..{args.seed + args.episodes - 1})")
@@ -510,17 +537,21 @@ def main(argv: list[str] | None = None) -> None:
           f"min {min(per_ep):.0f}, max {max(per_ep):.0f}")
     print(f"  per robot: mean {rm:.2f} [{rlo:.2f}, {rhi:.2f}]; failed forward moves in all: {fails}; "
           f"{secs / max(args.episodes, 1):.1f}s per episode")
+    print(f"  longest stretch without a delivery: median {int(np.median(gaps))} steps, max {max(gaps)}; "
+          f"episodes with a stretch of 100+ steps (a deadlock): {sum(g >= 100 for g in gaps)}")
     if not args.no_ceiling:
         c = ceiling(args.env)
-        print(f"  ceiling ({c['n_agents']} robots, queue {c['queue']}, {c['goals']} goal cells, "
-              f"{c['shelves']} shelves, {c['steps']} steps):")
-        print(f"    robot cycle, shelf back to its own cell: {c['cycle_own_cell']:.2f} steps -> "
-              f"{c['bound_own_cell']:.1f} per episode")
-        print(f"    robot cycle, shelf to the cell nearest a goal: {c['cycle_near_cell']:.2f} steps -> "
-              f"{c['bound_near_cell']:.1f} per episode")
-        print(f"    request queue: lift + loaded path to a goal {c['request_time']:.2f} steps per request -> "
-              f"{c['bound_queue']:.1f} per episode")
-        print(f"    ceiling (min of the last two): {c['ceiling']:.1f}")
+        print(f"  ceilings ({c['n_agents']} robots, queue {c['queue']}, {c['goals']} goal cells, "
+              f"{c['shelves']} shelves, {c['steps']} steps); mean carry to a goal L_hw {c['L_hw']:.2f}, "
+              f"L_any {c['L_any']:.2f} steps:")
+        print(f"    cycle, shelf back to its own cell, fetch own next: {c['cycle_own']:.2f} steps -> "
+              f"{c['bound_cycle_own']:.1f} per episode (a simple team's congestion-free figure)")
+        print(f"    robot time per delivery >= {c['robot_time']:.2f} steps -> {c['bound_robot_time']:.1f}")
+        print(f"    request queue: {c['queue']} x {c['steps']} / (1 + L_hw) = {c['bound_queue_hw']:.1f}; "
+              f"(1 + L_any): {c['bound_queue_any']:.1f}; allowing re-requests of carried shelves "
+              f"(p <= {c['p_carried']:.3f}): {c['bound_queue_strict']:.1f}")
+        print(f"    ceiling: {c['ceiling']:.1f} (strict); {c['ceiling_hw']:.1f} with highway-only carries and "
+              f"no re-requests of carried shelves")
 
 
 if __name__ == "__main__":
