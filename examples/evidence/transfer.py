@@ -26,6 +26,17 @@ second column adds them. Final teams are played for `--episodes` fresh episodes
 (examples.studies.evidence.final_episodes). Finished runs in `--out`/transfer-TASK are reused,
 `--report-only` skips training, `--set KEY=VALUE` adds a key to every run (e.g. workers=1).
 
+The report's data file, NAME-runs.json beside NAME.md (NAME-TAG-runs.json with --tag; in --write
+DIR, else the runs' folder), keeps one record per arm and seed (examples.studies.protocol's
+records): the final eval, the training curve on the target (thinned; the frames to the threshold
+are read off it), frames and minutes with the source run's, and the commands, configs and
+provenance of the arm's runs. Each arm's seed is written as soon as its runs (its source run's
+first) finish, so a campaign cut off keeps the arms it finished, and the same command on a machine
+without the run folders trains only the arms with no fitting record (same arm, seed, budgets, eval
+episodes and seed, `also` keys); a finished run folder is always read and its record rewritten. A
+record whose settings the code no longer makes is refused, naming them. `--report-only` with seeds
+missing reports the seeds whose every arm is done and names the rest as pending.
+
 The task pairs and budgets below are chosen from the scenarios' mechanics, not tuned by runs:
 docs/skills.md (section 7, "The transfer study") says why.
 """
@@ -44,27 +55,33 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.studies
+from examples.studies import protocol
 from examples.studies.evidence import (
     MIN_EPISODES,
-    final_episodes,
     final_value,
+    finished,
     first_value,
     outcome_curve,
-    report,
     save_png,
     train_run,
 )
 from examples.studies.protocol import (
+    EVAL_SEED,
     FLAT,
     SHAPED,
+    Records,
     _ci,
     _frames,
     _k,
     _minutes,
     _per,
+    add_record,
+    base_record,
     better_flat,
+    campaign,
     check_budget_record,
     check_runs,
+    incomplete,
     on_grid,
     reach_ci,
     seeds_mean,
@@ -76,6 +93,7 @@ from hdppo.stats import t_ci
 SCRIPT = "examples/evidence/transfer.py"
 TRANSFER, FINETUNED = "transfer", "finetuned"         # the arms that bring something from the source
 SKILLS, PRETRAIN = "skills", "pretrain"               # their runs on the source
+SOURCE = {TRANSFER: SKILLS, FINETUNED: PRETRAIN}      # an arm's run on the source, trained before its own
 GOAL = 0.3                                            # the issue's target fraction of the from-scratch budget
 TITLES = {TRANSFER: "skills from the source, frozen, under a fresh commander",
           FLAT: "flat from scratch, env reward", SHAPED: "flat from scratch, goal-free shaping",
@@ -166,10 +184,14 @@ class TransferPlan:
     def budget(self, run: str) -> int:
         return {SKILLS: self.skill_steps, PRETRAIN: self.pretrain_steps}.get(run, self.steps)
 
+    def runs(self, arm: str) -> list[str]:
+        """The runs of an arm on the target in training order: its source run (if any), then its own."""
+        return [SOURCE[arm], arm] if arm in SOURCE else [arm]
+
     def jobs(self, seed: int) -> list[tuple[Path, list[str], int]]:
         """(run folder, command, env frames) of the seed's runs, each source run before the arm it feeds."""
-        order = [SKILLS, TRANSFER, *self.flat_arms(), PRETRAIN, FINETUNED]
-        return [(self.run_dir(r, seed), self.command(r, seed), self.budget(r)) for r in order]
+        return [(self.run_dir(r, seed), self.command(r, seed), self.budget(r))
+                for arm in self.arms() for r in self.runs(arm)]
 
     def budgets(self) -> dict[str, int]:
         return {"steps": self.steps, "skill_steps": self.skill_steps, "pretrain_steps": self.pretrain_steps}
@@ -201,11 +223,83 @@ def check_budget(plan: TransferPlan, write: bool) -> None:
     check_budget_record(plan.out, "transfer.json", plan.budgets(), write)
 
 
-def train_all(plan: TransferPlan, log: Callable[[str], None] = print) -> None:
+def train_all(plan: TransferPlan, log: Callable[[str], None] = print, known: Records | None = None,
+              data: Path | None = None) -> None:
+    """Train every missing run (an arm's source run before it), but those of the arms whose record the
+    report's data file holds (`known`, from_records). With `data`, each arm's seed is written to that
+    data file as soon as its runs finish, so a campaign cut off keeps the arms it finished."""
     check_budget(plan, write=True)
+    kept = from_records(plan, known)
     for seed in plan.seeds:
-        for run, cmd, steps in plan.jobs(seed):
-            train_run(run, cmd, steps, plan.out / "timings.json", log)
+        for arm in plan.arms():
+            if (arm, seed) in kept:
+                log(f"reuse  {arm} seed {seed}: its record in the report's data file")
+                continue
+            for run in plan.runs(arm):
+                train_run(plan.run_dir(run, seed), plan.command(run, seed), plan.budget(run),
+                          plan.out / "timings.json", log)
+            if data is not None:
+                add_record(data, run_record(plan, arm, seed), plan.outcome, log, plan.arms())
+
+
+# ---- the seeds' records ------------------------------------------------------------------------
+# As examples.studies.protocol's: what the report needs from one arm's seed on the target, taken
+# from its run folders (its source run's included) once and kept in the report's data file,
+# NAME-runs.json beside NAME.md, so the report can be rewritten, and a campaign continued, after
+# the run folders are gone. The frames to the threshold are not kept (the threshold depends on every
+# arm): they are read off the record's training curve (thinned to protocol.CURVE_POINTS points).
+def run_record(plan: TransferPlan, arm: str, seed: int, eval_seed: int = EVAL_SEED) -> dict[str, Any]:
+    """One arm's seed from its finished run folders: the final eval on the target (played once, cached
+    in the run), the training curve on the target, frames and minutes (the source run's too), and
+    the commands, configs and provenance of its runs (the source run first)."""
+    runs = plan.runs(arm)
+    source = SOURCE.get(arm)
+    return base_record(plan, arm, seed, [plan.run_dir(r, seed) for r in runs],
+                       [plan.command(r, seed) for r in runs], outcome_curve(plan.run_dir(arm, seed), plan.outcome),
+                       plan.budgets(), eval_seed, frames=frames(plan.run_dir(arm, seed)),
+                       source_frames=frames(plan.run_dir(source, seed)) if source else None,
+                       minutes=run_minutes(plan, arm, seed),
+                       source_minutes=run_minutes(plan, source, seed) if source else None)
+
+
+def arm_commands(plan: TransferPlan, arm: str, seed: int) -> list[list[str]]:
+    """The `hdppo train` commands of one arm's seed: its source run's, then its own."""
+    return [plan.command(r, seed) for r in plan.runs(arm)]
+
+
+def finished_here(plan: TransferPlan, arm: str, seed: int) -> bool:
+    """Whether every run of the arm's seed (its source run's included) is finished in the runs' folder."""
+    return all(finished(plan.run_dir(r, seed), plan.budget(r)) for r in plan.runs(arm))
+
+
+def fits(plan: TransferPlan, record: dict[str, Any] | None, arm: str, seed: int, eval_seed: int = EVAL_SEED) -> bool:
+    """Whether a data file's record is of this arm and seed at the plan's budgets, eval and keys."""
+    return protocol.fits(plan, record, arm, seed, eval_seed, budget=plan.budgets())
+
+
+def from_records(plan: TransferPlan, known: Records | None, eval_seed: int = EVAL_SEED) -> Records:
+    """The arms' seeds to take from the data file: a fitting record there, and the arm's runs not all
+    finished here (a finished run folder is always read, and its record rewritten)."""
+    return protocol.from_records(plan, known, eval_seed, arms=plan.arms(), budget=plan.budgets(),
+                                 here=lambda arm, seed: finished_here(plan, arm, seed))
+
+
+def seed_record(plan: TransferPlan, arm: str, seed: int, eval_seed: int = EVAL_SEED,
+                known: Records | None = None) -> dict[str, Any]:
+    """The seed's record: from the data file where from_records takes it, else from its run folders."""
+    kept = from_records(plan, known, eval_seed)
+    return kept[arm, seed] if (arm, seed) in kept else run_record(plan, arm, seed, eval_seed)
+
+
+def stale_records(plan: TransferPlan, known: Records | None) -> dict[str, list[str]]:
+    """'ARM seed S' -> the settings where a data-file record this plan would use differs from what its
+    runs' commands make with this code now."""
+    return protocol.stale_records(plan, known, kept_by=from_records, commands_of=arm_commands)
+
+
+def done(plan: TransferPlan, arm: str, seed: int, known: Records) -> bool:
+    """Whether the arm's seed is recorded in the data file (and fits the plan) or its runs are finished."""
+    return (arm, seed) in from_records(plan, known) or finished_here(plan, arm, seed)
 
 
 # ---- the metric --------------------------------------------------------------------------------
@@ -244,47 +338,48 @@ def frames(run: Path) -> int:
     return int(json.loads((run / "state.json").read_text()).get("env_steps", 0))
 
 
-def run_minutes(plan: TransferPlan, run: str) -> list[float | None]:
-    """Wall minutes of each seed's run (OUT/timings.json, as evidence.train_run writes it)."""
+def run_minutes(plan: TransferPlan, run: str, seed: int) -> float | None:
+    """Wall minutes of one seed's run (OUT/timings.json, as evidence.train_run writes it), None where
+    not timed here."""
     timings = plan.out / "timings.json"
     times = json.loads(timings.read_text()) if timings.is_file() else {}
-    names = [plan.run_dir(run, s).name for s in plan.seeds]
-    return [times[n] / 60.0 if n in times else None for n in names]
+    name = plan.run_dir(run, seed).name
+    return times[name] / 60.0 if name in times else None
 
 
-def summarize(plan: TransferPlan, eval_seed: int = 12345) -> dict[str, Any]:
+def _curve(record: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    return np.asarray(record["curve"][0], float), np.asarray(record["curve"][1], float)
+
+
+def summarize(plan: TransferPlan, eval_seed: int = EVAL_SEED, known: Records | None = None) -> dict[str, Any]:
     """Per arm the final evals and their interval; the threshold; per seed the frames and fraction of
-    the budget to reach it, with and without the source frames; the frozen units' goal success."""
-    trained = {r: [frames(plan.run_dir(r, s)) for s in plan.seeds] for r in [*plan.arms(), SKILLS, PRETRAIN]}
-    grid = np.linspace(0, max(plan.steps, *(f for r in plan.arms() for f in trained[r])), 101)
+    the budget to reach it, with and without the source frames; the frozen units' goal success. From
+    each arm's seed's record (its run folders', or the report's data file's where `known` holds one
+    that fits and the runs are not finished here): `records`, the data file's content."""
+    records = {(arm, s): seed_record(plan, arm, s, eval_seed, known) for arm in plan.arms() for s in plan.seeds}
+    grid = np.linspace(0, max(plan.steps, *(r["frames"] for r in records.values())), 101)
     arms: dict[str, Any] = {}
     for arm in plan.arms():
-        finals, team, curves = [], [], []
-        also: dict[str, list[float]] = {k: [] for k in plan.also}
+        recs = [records[arm, s] for s in plan.seeds]
+        finals = [r["final"] for r in recs]
         goals: dict[str, list[float]] = {}
-        for seed in plan.seeds:
-            run = plan.run_dir(arm, seed)
-            counts: dict[str, Any] = {}
-            eps = final_episodes(run, plan.eval_episodes, eval_seed + seed, goal_counts=counts)
-            finals.append(float(np.mean([float(e.get(plan.outcome, np.nan)) for e in eps])))
-            team.append(float(np.mean([float(e["team_return"]) for e in eps])))
-            for k in plan.also:
-                also[k].append(float(np.mean([float(e.get(k, np.nan)) for e in eps])))
-            for layer, by_goal in counts.items():
+        for rec in recs:
+            for layer, by_goal in rec["goals"].items():
                 n, ok = by_goal["all"]
                 goals.setdefault(layer, []).append(ok / n if n else float("nan"))
-            curves.append(on_grid(*outcome_curve(run, plan.outcome), grid))
+        curves = [on_grid(*_curve(r), grid) for r in recs]
         curve = seeds_mean(curves)
-        source = {TRANSFER: SKILLS, FINETUNED: PRETRAIN}.get(arm)
+        source = arm in SOURCE
         arms[arm] = {"args": plan.args(arm), "per_seed": finals, "ci": seeds_t_ci(finals, plan.rate),
-                     "team_return": t_ci(team), "also": {k: t_ci(v) for k, v in also.items()},
+                     "team_return": t_ci([r["team_return"] for r in recs]),
+                     "also": {k: t_ci([r["also"][k] for r in recs]) for k in plan.also},
                      "goal_success": {k: {"per_seed": v, "ci": seeds_t_ci(v, rate=True)} for k, v in goals.items()},
                      "curve": curve.tolist(), "curve_final": final_value(curve),
-                     "seed_curves": [c.tolist() for c in curves], "frames": trained[arm],
-                     "source_frames": trained[source] if source else None, "minutes": run_minutes(plan, arm),
-                     "source_minutes": run_minutes(plan, source) if source else None,
-                     "commands": [shlex.join(plan.command(r, s)) for s in plan.seeds
-                                  for r in ([source] if source else []) + [arm]]}
+                     "seed_curves": [c.tolist() for c in curves], "frames": [r["frames"] for r in recs],
+                     "source_frames": [r["source_frames"] for r in recs] if source else None,
+                     "minutes": [r["minutes"] for r in recs],
+                     "source_minutes": [r["source_minutes"] for r in recs] if source else None,
+                     "commands": [c for r in recs for c in r["commands"]]}
     flat_finals = {a: arms[a]["per_seed"] for a in plan.flat_arms()}
     ref = better_flat(flat_finals) if SHAPED in flat_finals else FLAT
     out: dict[str, Any] = {"arms": arms, "grid": grid.tolist(), "reference": ref, "budgets": plan.budgets()}
@@ -300,12 +395,13 @@ def summarize(plan: TransferPlan, eval_seed: int = 12345) -> dict[str, Any]:
         if threshold is None:
             arms[arm]["to_threshold"] = None
             continue
-        steps = [first_reach(*outcome_curve(plan.run_dir(arm, s), plan.outcome), threshold) for s in plan.seeds]
+        steps = [first_reach(*_curve(records[arm, s]), threshold) for s in plan.seeds]
         frac = fractions(steps, plan.steps)
         entry = {"steps": steps, "fraction": judge(frac, plan.goal)}
         if arms[arm]["source_frames"] is not None:
             entry["counted"] = judge(fractions(steps, plan.steps, arms[arm]["source_frames"]), plan.goal)
         arms[arm]["to_threshold"] = entry
+    out["records"] = list(records.values())
     return out
 
 
@@ -328,9 +424,11 @@ def _fractions(values: Sequence[float | None]) -> str:
 def markdown(plan: TransferPlan, summary: dict[str, Any], png_name: str, command: str,
              made: dict[str, Any] | None = None) -> str:
     arms, o, n = summary["arms"], plan.outcome, len(plan.seeds)
-    runs = n * (len(plan.arms()) + 2)
+    pending = summary.get("pending", [])
+    runs = (n + len(pending)) * (len(plan.arms()) + len(SOURCE))
     lines = [f"# Evidence: transfer, {plan.source.describe()} -> {plan.target.describe()}", "",
-             f"Reproduce with `{command}` ({runs} training runs; finished ones are reused).", "",
+             f"Reproduce with `{command}` ({runs} training runs; finished ones are reused).",
+             *incomplete(pending, plan.seeds, "The study's verdict needs all of them."), "",
              f"The first task (the source) is `{plan.source.describe()}`, the second (the target) "
              f"`{plan.target.describe()}`. Every arm trains **{plan.steps:,} env frames on the target** per run; "
              f"`{TRANSFER}` first trains a skill library on the source for {plan.skill_steps:,} frames (`hdppo train "
@@ -399,8 +497,8 @@ def markdown(plan: TransferPlan, summary: dict[str, Any], png_name: str, command
     for arm in plan.arms():
         lines += [f"- `{c}`" for c in arms[arm]["commands"]]
     lines += ["", "Made by (each run's `provenance.json`, and the code that wrote this report):", ""]
-    folders = [plan.run_dir(r, s) for r in [*plan.arms(), SKILLS, PRETRAIN] for s in plan.seeds]
-    lines += [f"- runs: {m}" for m in sorted({provenance.describe(provenance.read(r)) for r in folders})]
+    made_by = {provenance.describe(p) for rec in summary["records"] for p in rec["provenance"]}
+    lines += [f"- runs: {m}" for m in sorted(made_by)]
     lines.append(f"- report: {provenance.describe(made or provenance.provenance())}")
     return "\n".join(lines) + "\n"
 
@@ -414,9 +512,8 @@ def plot(plan: TransferPlan, summary: dict[str, Any], png: Path) -> Path:
     fig, (ax, bar) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [2, 1]})
     grid = np.asarray(summary["grid"])
     for i, arm in enumerate(plan.arms()):
-        for seed in plan.seeds:
-            x, y = outcome_curve(plan.run_dir(arm, seed), plan.outcome)
-            ax.plot(x, y, color=f"C{i}", alpha=0.3, linewidth=0.8)
+        for rec in (r for r in summary["records"] if r["arm"] == arm):
+            ax.plot(*rec["curve"], color=f"C{i}", alpha=0.3, linewidth=0.8)
         ax.plot(grid, summary["arms"][arm]["curve"], color=f"C{i}", linewidth=2,
                 label=f"{arm} ({len(plan.seeds)} seeds)")
     if summary["threshold"] is not None:
@@ -462,9 +559,12 @@ def configure(plan: TransferPlan, args: argparse.Namespace) -> TransferPlan:
 
 def run(plan: TransferPlan, args: argparse.Namespace, command: str,
         log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train what is missing (unless --report-only), summarize, write NAME.md, NAME.png and OUT/summary.json."""
-    return report(plan, args, command, plan.name, check=lambda: check_runs(plan, check_budget), train=train_all,
-                  summarize=summarize, plot=plot, markdown=markdown, log=log)
+    """Train what is missing (unless --report-only; arms whose record the data file holds are not
+    trained again), summarize, write NAME.md, NAME.png, NAME-runs.json and OUT/summary.json. With
+    --report-only, the seeds of which every arm is done are reported and the rest named as pending."""
+    return campaign(plan, args, command, plan.arms(), done=done,
+                    check=lambda p, known: check_runs(p, check_budget, known, stale_records), train=train_all,
+                    summarize=lambda p, known: summarize(p, known=known), plot=plot, markdown=markdown, log=log)
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:

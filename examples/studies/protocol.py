@@ -180,9 +180,7 @@ def train_all(plan: ProtocolPlan, log: Callable[[str], None] = print, known: Rec
 
     def done(arm: str, seed: int) -> None:
         if data is not None:
-            rec = run_record(plan, arm, seed)
-            write_records(data, [rec], read_records(data))
-            log(f"record {arm} seed {seed}: final {plan.outcome} {rec['final']:.3f}, in {data}")
+            add_record(data, run_record(plan, arm, seed), plan.outcome, log)
 
     for seed in plan.seeds:
         for arm in FLAT_ARMS:
@@ -340,20 +338,10 @@ def run_record(plan: ProtocolPlan, arm: str, seed: int, eval_seed: int = EVAL_SE
     """One arm's seed from its finished run folders: the final eval (played once, cached in the run),
     the training curve, frames, minutes, the commands, configs and provenance of its runs, and for
     the hierarchy the diagnostics (commander entropy, the eval with a uniformly random commander)."""
-    from hdppo.runfolder import load_run_config
     run = plan.run_dir(arm, seed)
-    goals: dict[str, Any] = {}
-    eps = final_episodes(run, plan.eval_episodes, eval_seed + seed, goal_counts=goals, keys=(plan.outcome, *plan.also))
-    x, y = thin(*seed_points(plan, arm, seed, plan.outcome))
-    runs = seed_runs(plan, arm, seed)
-    rec: dict[str, Any] = {
-        "arm": arm, "seed": seed, "budget": plan.budget(), "eval_episodes": plan.eval_episodes,
-        "eval_seed": eval_seed + seed, "commands": [shlex.join(c) for c in arm_commands(plan, arm, seed)],
-        "configs": [{k: cfg.get(k) for k in CONFIG_KEYS} for cfg in map(load_run_config, runs)],
-        "provenance": [provenance.read(r) for r in runs], "frames": frames(plan, arm, seed),
-        "minutes": seed_minutes(plan, arm, seed), "curve": [x.tolist(), y.tolist()],
-        "final": _mean(eps, plan.outcome), "team_return": _mean(eps, "team_return"),
-        "also": {k: _mean(eps, k) for k in plan.also}, "goals": goals}
+    rec = base_record(plan, arm, seed, seed_runs(plan, arm, seed), arm_commands(plan, arm, seed),
+                      seed_points(plan, arm, seed, plan.outcome), plan.budget(), eval_seed,
+                      frames=frames(plan, arm, seed), minutes=seed_minutes(plan, arm, seed))
     if arm == HIER:
         top, n_goals = top_layer(run)
         uniform = final_episodes(run, plan.eval_episodes, eval_seed + seed, uniform=(top,))
@@ -361,26 +349,52 @@ def run_record(plan: ProtocolPlan, arm: str, seed: int, eval_seed: int = EVAL_SE
     return rec
 
 
+def base_record(plan: Any, arm: str, seed: int, runs: list[Path], commands: list[list[str]],
+                curve: tuple[np.ndarray, np.ndarray], budget: Any, eval_seed: int = EVAL_SEED,
+                **more: Any) -> dict[str, Any]:
+    """What a study's record of one arm's seed holds (this protocol's, examples/evidence/transfer.py's):
+    the final eval of its last run (`plan.eval_episodes` episodes, played once and cached in the run:
+    the outcome, team return, `plan.also` keys, goal counts per layer), the training curve (thinned),
+    the commands, configs and provenance of its runs (in training order), and the `more` fields."""
+    from hdppo.runfolder import load_run_config
+    goals: dict[str, Any] = {}
+    eps = final_episodes(runs[-1], plan.eval_episodes, eval_seed + seed, goal_counts=goals,
+                         keys=(plan.outcome, *plan.also))
+    x, y = thin(*curve)
+    return {"arm": arm, "seed": seed, "budget": budget, "eval_episodes": plan.eval_episodes,
+            "eval_seed": eval_seed + seed, "commands": [shlex.join(c) for c in commands],
+            "configs": [{k: cfg.get(k) for k in CONFIG_KEYS} for cfg in map(load_run_config, runs)],
+            "provenance": [provenance.read(r) for r in runs], **more, "curve": [x.tolist(), y.tolist()],
+            "final": _mean(eps, plan.outcome), "team_return": _mean(eps, "team_return"),
+            "also": {k: _mean(eps, k) for k in plan.also}, "goals": goals}
+
+
 def _mean(episodes: list[dict[str, Any]], key: str) -> float:
     return float(np.mean([float(e.get(key, np.nan)) for e in episodes]))
 
 
-def fits(plan: ProtocolPlan, record: dict[str, Any] | None, arm: str, seed: int, eval_seed: int = EVAL_SEED) -> bool:
-    """Whether a data file's record is of this plan's arm and seed at its budget, eval and keys (whether
-    the code still makes it is stale_records')."""
+def fits(plan: Any, record: dict[str, Any] | None, arm: str, seed: int, eval_seed: int = EVAL_SEED,
+         budget: Any = None) -> bool:
+    """Whether a data file's record is of this plan's arm and seed at its budget (`budget`, by default
+    ProtocolPlan.budget()), eval and keys (whether the code still makes it is stale_records')."""
     return (record is not None and record["arm"] == arm and record["seed"] == seed
-            and record["budget"] == plan.budget() and record["eval_episodes"] == plan.eval_episodes
+            and record["budget"] == (plan.budget() if budget is None else budget)
+            and record["eval_episodes"] == plan.eval_episodes
             and record["eval_seed"] == eval_seed + seed and set(plan.also) <= set(record["also"]))
 
 
-def from_records(plan: ProtocolPlan, known: Records | None, eval_seed: int = EVAL_SEED) -> Records:
-    """The plan's seeds to take from the data file: a fitting record there, and the seed's own run
-    not finished here (a finished run folder is always read, and its record rewritten)."""
+def from_records(plan: Any, known: Records | None, eval_seed: int = EVAL_SEED, *, arms: Sequence[str] = ARMS,
+                 budget: Any = None, here: Callable[[str, int], bool] | None = None) -> Records:
+    """The plan's seeds to take from the data file: a fitting record there (fits, at `budget`), and the
+    seed's own run not finished here (`here(arm, seed)`; a finished run folder is always read, and its
+    record rewritten)."""
     if not known:
         return {}
-    return {(arm, s): known[arm, s] for arm in ARMS for s in plan.seeds
-            if fits(plan, known.get((arm, s)), arm, s, eval_seed)
-            and not finished(plan.run_dir(arm, s), plan.arm_steps(arm, s))}
+    if here is None:
+        def here(arm: str, s: int) -> bool:
+            return finished(plan.run_dir(arm, s), plan.arm_steps(arm, s))
+    return {(arm, s): known[arm, s] for arm in arms for s in plan.seeds
+            if fits(plan, known.get((arm, s)), arm, s, eval_seed, budget) and not here(arm, s)}
 
 
 def seed_record(plan: ProtocolPlan, arm: str, seed: int, eval_seed: int = EVAL_SEED,
@@ -390,13 +404,15 @@ def seed_record(plan: ProtocolPlan, arm: str, seed: int, eval_seed: int = EVAL_S
     return kept[arm, seed] if (arm, seed) in kept else run_record(plan, arm, seed, eval_seed)
 
 
-def stale_records(plan: ProtocolPlan, known: Records | None) -> dict[str, list[str]]:
-    """'ARM seed S' -> the settings where a data-file record this plan would use differs from what
-    its runs' commands make with this code now (examples.studies.same_run.changed_from)."""
+def stale_records(plan: Any, known: Records | None, kept_by: Callable[[Any, Records | None], Records] | None = None,
+                  commands_of: Callable[[Any, str, int], list[list[str]]] | None = None) -> dict[str, list[str]]:
+    """'ARM seed S' -> the settings where a data-file record this plan would use (`kept_by`, from_records
+    by default) differs from what its runs' commands (`commands_of`, arm_commands by default) make
+    with this code now (examples.studies.same_run.changed_from)."""
     from examples.studies.same_run import changed_from
     stale = {}
-    for (arm, seed), rec in from_records(plan, known).items():
-        commands = arm_commands(plan, arm, seed)
+    for (arm, seed), rec in (kept_by or from_records)(plan, known).items():
+        commands = (commands_of or arm_commands)(plan, arm, seed)
         # as many runs as the plan's (a skill stage added or removed changes the budget: fits refuses it)
         changes = [c for cfg, cmd in zip(rec["configs"], commands) for c in changed_from(cfg, cmd[2:])]
         if changes:
@@ -411,14 +427,22 @@ def read_records(path: Path) -> Records:
     return {(r["arm"], int(r["seed"])): r for r in json.loads(path.read_text())}
 
 
-def write_records(path: Path, records: list[dict[str, Any]], known: Records) -> None:
+def write_records(path: Path, records: list[dict[str, Any]], known: Records, order: Sequence[str] = ARMS) -> None:
     """The data file: these records, and the known ones of other arms and seeds (a report on fewer
-    seeds keeps the rest)."""
+    seeds keeps the rest), by arm (in `order`) and seed."""
     made = {(r["arm"], r["seed"]) for r in records}
     kept = [r for key, r in known.items() if key not in made]
-    rows = sorted(records + kept, key=lambda r: (ARMS.index(r["arm"]) if r["arm"] in ARMS else len(ARMS), r["seed"]))
+    arms = list(order)
+    rows = sorted(records + kept, key=lambda r: (arms.index(r["arm"]) if r["arm"] in arms else len(arms), r["seed"]))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rows, indent=1, default=float) + "\n")
+
+
+def add_record(path: Path, record: dict[str, Any], outcome: str, log: Callable[[str], None] = print,
+               order: Sequence[str] = ARMS) -> None:
+    """Write one arm's seed into the data file at `path` as soon as its runs finish, keeping the rest."""
+    write_records(path, [record], read_records(path), order)
+    log(f"record {record['arm']} seed {record['seed']}: final {outcome} {record['final']:.3f}, in {path}")
 
 
 def diagnose(records: list[dict[str, Any]], rate: bool) -> dict[str, Any]:
@@ -544,9 +568,7 @@ def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command
     lines = [f"# Evidence: {plan.scenario} ({plan.name or plan.scenario}), the hierarchy against the better flat arm",
              "", f"Reproduce with `{command}` ({(3 + bool(sk)) * (n + len(summary.get('pending', [])))} training runs; "
              "finished ones are reused).",
-             *([] if not summary.get("pending") else [
-                 "", f"> **Incomplete**: seeds {summary['pending']} of this command are not finished; this report "
-                 f"covers seeds {plan.seeds}, where every arm is. The protocol's claim needs all of them."]),
+             *incomplete(summary.get("pending", []), plan.seeds, "The protocol's claim needs all of them."),
              "", f"The protocol of [the evidence pages](README.md#the-protocol): {budget}"
              + (f"; every run with `{' '.join(plan.common)}`" if plan.common else "") + f"; seeds {plan.seeds}. "
              f"Each final team is played for {plan.eval_episodes} fresh episodes (`hdppo.runtime.evaluate.play`, "
@@ -615,6 +637,14 @@ def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command
     lines += [f"- runs: {m}" for m in sorted(made_by)]
     lines.append(f"- report: {provenance.describe(made or provenance.provenance())}")
     return "\n".join(lines) + "\n"
+
+
+def incomplete(pending: Sequence[int], seeds: Sequence[int], needs: str) -> list[str]:
+    """The lines of a report's note on the seeds of its command not finished yet (none: no lines)."""
+    if not pending:
+        return []
+    return ["", f"> **Incomplete**: seeds {list(pending)} of this command are not finished; this report covers seeds "
+                f"{list(seeds)}, where every arm is. {needs}"]
 
 
 def why_lines(plan: ProtocolPlan, summary: dict[str, Any]) -> list[str]:
@@ -743,7 +773,7 @@ def configure(plan: ProtocolPlan, args: argparse.Namespace) -> ProtocolPlan:
         raise SystemExit(f"--steps {args.steps} --skill-steps {args.skill_steps}: {exc}") from None
 
 
-def data_file(plan: ProtocolPlan, args: argparse.Namespace) -> Path:
+def data_file(plan: Any, args: argparse.Namespace) -> Path:
     """The report's data file, NAME-runs.json beside NAME.md (--write, else the runs' folder)."""
     base = plan.name or plan.scenario
     return (Path(args.write) if args.write else plan.out) / f"{base}{'-' + args.tag if args.tag else ''}-runs.json"
@@ -754,21 +784,43 @@ def run(plan: ProtocolPlan, args: argparse.Namespace, command: str,
     """Train what is missing (unless --report-only; seeds whose record the data file holds are not
     trained again), summarize, write NAME.md, NAME.png, NAME-runs.json and OUT/summary.json. With
     --report-only, the seeds of which every arm is done are reported and the rest named as pending."""
+    return campaign(plan, args, command, ARMS, done=done, check=lambda p, known: check_runs(p, known=known),
+                    train=train_all, summarize=lambda p, known: summarize(p, known=known), plot=plot,
+                    markdown=markdown, log=log)
+
+
+NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def campaign(plan: Any, args: argparse.Namespace, command: str, arms: Sequence[str], *,
+             done: Callable[[Any, str, int, Records], bool], check: Callable[[Any, Records], None],
+             train: Callable[[Any, Callable[[str], None], Records, Path], None],
+             summarize: Callable[[Any, Records], dict[str, Any]], plot: Callable, markdown: Callable,
+             log: Callable[[str], None] = print) -> dict[str, Any]:
+    """examples.studies.evidence.report over the report's data file (data_file: each seed's `arms`
+    kept as records), the plan's own steps passed in: check(plan, known records) refuses stale runs
+    and records, train(plan, log, known, data file) trains what neither a finished run nor a fitting
+    record holds, writing each arm's seed to the data file as it finishes; summarize(plan, known)
+    gives the summary with its `records`, which the data file then holds (with those of other seeds).
+    With --report-only, the seeds of which every arm is done (done(plan, arm, seed, known)) are
+    reported and the rest named as the summary's `pending`; with none done, a SystemExit."""
     data = data_file(plan, args)
     known = read_records(data)
     pending: list[int] = []
     if args.report_only:
-        ready = [s for s in plan.seeds if all(done(plan, arm, s, known) for arm in ARMS)]
+        ready = [s for s in plan.seeds if all(done(plan, arm, s, known) for arm in arms)]
         if not ready:
-            raise SystemExit(f"--report-only: no seed of {plan.seeds} has all three arms finished in {plan.out} or "
-                             f"recorded in {data}; fix: run the same command without --report-only")
+            raise SystemExit(f"--report-only: no seed of {plan.seeds} has all {NUMBERS.get(len(arms), len(arms))} "
+                             f"arms finished in {plan.out} or recorded in {data}; fix: run the same command without "
+                             "--report-only")
         pending = [s for s in plan.seeds if s not in ready]
         plan = dataclasses.replace(plan, seeds=ready)
-    summary = report(plan, args, command, plan.name or plan.scenario, check=lambda: check_runs(plan, known=known),
-                     train=lambda p, lg: train_all(p, lg, known, data),
-                     summarize=lambda p: {**summarize(p, known=known), "pending": pending},
+        plan.out.mkdir(parents=True, exist_ok=True)       # OUT/summary.json, where the run folders are gone
+    summary = report(plan, args, command, plan.name or plan.scenario, check=lambda: check(plan, known),
+                     train=lambda p, lg: train(p, lg, known, data),
+                     summarize=lambda p: {**summarize(p, known), "pending": pending},
                      plot=plot, markdown=markdown, log=log)
-    write_records(data, summary["records"], known)
+    write_records(data, summary["records"], known, arms)
     return summary
 
 
@@ -777,12 +829,14 @@ def done(plan: ProtocolPlan, arm: str, seed: int, known: Records) -> bool:
     return (arm, seed) in from_records(plan, known) or finished(plan.run_dir(arm, seed), plan.arm_steps(arm, seed))
 
 
-def check_runs(plan: Any, budget: Callable[..., None] | None = None, known: Records | None = None) -> None:
+def check_runs(plan: Any, budget: Callable[..., None] | None = None, known: Records | None = None,
+               stale_of: Callable[[Any, Records | None], dict[str, list[str]]] | None = None) -> None:
     """The plan's folder holds runs of its budget (`budget`, check_budget by default), and its finished
-    runs, and the data-file records it would use in place of runs (`known`), are what their commands make."""
+    runs, and the data-file records it would use in place of runs (`known`; `stale_of`, stale_records
+    by default, names those made otherwise), are what their commands make."""
     (budget or check_budget)(plan, write=False)
     refuse_stale([job for seed in plan.seeds for job in plan.jobs(seed)])
-    if stale := stale_records(plan, known):
+    if stale := (stale_of or stale_records)(plan, known):
         lines = "\n".join(f"  {what}: {'; '.join(changes)}" for what, changes in stale.items())
         raise SystemExit(f"these runs of the report's data file were made with settings their commands no longer "
                          f"give:\n{lines}\nfix: take their records out of the data file to train them again with "

@@ -4,6 +4,7 @@ source frames, its Student-t interval and verdict, the arms' commands, and the s
 run folders (curves and cached evals, nothing trained)."""
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 from pathlib import Path
@@ -20,11 +21,19 @@ from examples.evidence.transfer import (
     TRANSFER,
     Task,
     TransferPlan,
+    arm_commands,
+    check_budget,
+    done,
     first_reach,
+    fits,
     fractions,
+    from_records,
     judge,
+    run,
+    stale_records,
     summarize,
 )
+from examples.studies.protocol import EVAL_SEED, check_runs, data_file, read_records, write_records
 from hdppo.engine.metrics import MetricsSink
 
 
@@ -89,6 +98,8 @@ def _run(run: Path, points: list[tuple[int, float]], final: list[float], frames:
     """A finished run: its training curve (metrics/run.csv) and its cached final eval."""
     run.mkdir(parents=True)
     (run / "state.json").write_text(json.dumps({"env_steps": frames, "finished": True}))
+    (run / "config.json").write_text(json.dumps({"scenario": "grid", "scenario_overrides": {}, "train": {},
+                                                 "layers": [], "layer_names": [], "frozen": {}}))
     sink = MetricsSink(run, tensorboard=False)
     for step, value in points:
         sink.log("run", step, {"win": value, "episodes": 100})
@@ -135,3 +146,91 @@ def test_the_summary_by_hand(tmp_path):
     assert arms[TRANSFER]["source_frames"] == [1000, 1000] and arms[FINETUNED]["source_frames"] == [4000, 4000]
     assert arms[TRANSFER]["goal_success"]["low"]["per_seed"] == [0.4, 0.4]
     assert "counted" not in arms[FLAT]["to_threshold"]
+
+
+# ---- the seeds' records (the report's data file) -------------------------------------------------
+def _plan(out: Path, seeds: list[int] | None = None) -> TransferPlan:
+    return TransferPlan(name="t", outcome="win", source=Task("grid"), target=Task("grid", ["size=9"]),
+                        steps=BUDGET, skill_steps=1000, pretrain_steps=4000, flat=["layers=1"],
+                        flat_shaped=["layers=1", "ent_coef=0.05"], hier=["layers=2"], then="high",
+                        seeds=seeds or [0], eval_episodes=2, out=out, common=["workers=1"], rate=True)
+
+
+def _record(plan: TransferPlan, arm: str, seed: int, final: float = 0.5,
+            curve: tuple[list[float], list[float]] = ([1000.0, BUDGET], [0.2, 0.6])) -> dict:
+    """A data-file record of one arm's seed, as run_record writes it (configs as its commands make them)."""
+    from examples.studies.same_run import resolved_config
+    source = arm in (TRANSFER, FINETUNED)
+    return {"arm": arm, "seed": seed, "budget": plan.budgets(), "eval_episodes": plan.eval_episodes,
+            "eval_seed": EVAL_SEED + seed, "commands": [" ".join(c) for c in arm_commands(plan, arm, seed)],
+            "configs": [resolved_config(cmd[2:]) for cmd in arm_commands(plan, arm, seed)],
+            "provenance": [None] * (1 + source), "frames": BUDGET, "source_frames": 1000 if source else None,
+            "minutes": 1.0, "source_minutes": 0.5 if source else None, "curve": [list(curve[0]), list(curve[1])],
+            "final": final, "team_return": 2.0, "also": {}, "goals": {"low": {"all": [10, 5]}} if source else {}}
+
+
+def test_a_data_file_record_stands_in_for_an_arm_only_while_it_fits_and_its_runs_are_not_finished(tmp_path):
+    plan = _plan(tmp_path)
+    known = {(TRANSFER, 0): _record(plan, TRANSFER, 0)}
+    assert list(from_records(plan, known)) == [(TRANSFER, 0)] and fits(plan, known[TRANSFER, 0], TRANSFER, 0)
+    assert done(plan, TRANSFER, 0, known) and not done(plan, FLAT, 0, known)
+    for change in ({"budget": {**plan.budgets(), "skill_steps": 2000}}, {"eval_episodes": 7}, {"eval_seed": 1},
+                   {"seed": 1}, {"arm": FLAT}):
+        assert not from_records(plan, {(TRANSFER, 0): {**known[TRANSFER, 0], **change}})
+    assert not from_records(dataclasses.replace(plan, also=["deliveries"]), known)     # a key the record lacks
+    assert not from_records(dataclasses.replace(plan, pretrain_steps=5000), known)     # any of the three budgets
+    _run(plan.run_dir(TRANSFER, 0), [], [1.0, 1.0])        # the arm's run, but not its skill run: the record
+    assert list(from_records(plan, known)) == [(TRANSFER, 0)]
+    _run(plan.run_dir(SKILLS, 0), [], [0.0, 0.0], frames=1000)   # both finished here: they are read instead
+    assert not from_records(plan, known) and done(plan, TRANSFER, 0, {})
+
+
+def test_a_record_made_with_other_settings_is_refused_naming_them(tmp_path):
+    plan = _plan(tmp_path)
+    known = {(arm, 0): _record(plan, arm, 0) for arm in plan.arms()}
+    check_runs(plan, check_budget, known, stale_records)                 # as their commands make them: fine
+    known[FINETUNED, 0]["configs"][0]["train"]["layers"]["low"]["epochs"] = 4     # its source run's, as if a
+    known[TRANSFER, 0]["configs"][1]["scenario_config"]["size"] = 7              # default changed; its own run's
+    assert stale_records(plan, known) == {"transfer seed 0": ["scenario_config.size: 7 in the run, 9 now"],
+                                          "finetuned seed 0": ["train.layers.low.epochs: 4 in the run, 16 now"]}
+    with pytest.raises(SystemExit, match=r"(?s)data file.*transfer seed 0: scenario_config.size.*fix: take"):
+        check_runs(plan, check_budget, known, stale_records)
+
+
+def test_the_data_file_keeps_the_records_of_seeds_a_report_did_not_cover(tmp_path):
+    plan = _plan(tmp_path)
+    path = tmp_path / "docs" / "t-runs.json"
+    old = {(FLAT, 0): _record(plan, FLAT, 0, final=0.1), (FINETUNED, 3): _record(plan, FINETUNED, 3, final=0.3)}
+    write_records(path, [_record(plan, FLAT, 0, final=0.9), _record(plan, TRANSFER, 0)], old, plan.arms())
+    rows = json.loads(path.read_text())
+    assert [(r["arm"], r["seed"]) for r in rows] == [(TRANSFER, 0), (FLAT, 0), (FINETUNED, 3)]   # the plan's order
+    got = read_records(path)
+    assert got[FLAT, 0]["final"] == 0.9 and got[FINETUNED, 3]["final"] == 0.3    # the new record replaces the old
+
+
+def _report_args(tmp_path: Path, seeds: list[int], report_only: bool = True) -> argparse.Namespace:
+    return argparse.Namespace(report_only=report_only, write=str(tmp_path / "docs"), tag="", seeds=seeds)
+
+
+def test_the_report_from_records_alone_reads_the_threshold_off_their_curves(tmp_path):
+    plan = _plan(tmp_path / "runs", seeds=[0, 1])
+    known = {}
+    for seed in (0, 1):       # the flat team ends at 0.6 (the reference: its eval 0.5 beats flat_shaped's 0.2)
+        known[FLAT, seed] = _record(plan, FLAT, seed, 0.5, ([1000, 5000, BUDGET], [0.2, 0.6, 0.6]))
+        known[SHAPED, seed] = _record(plan, SHAPED, seed, 0.2, ([1000, BUDGET], [0.1, 0.9]))
+        known[FINETUNED, seed] = _record(plan, FINETUNED, seed, 0.4, ([1000, BUDGET], [0.2, 0.5]))
+    known[TRANSFER, 0] = _record(plan, TRANSFER, 0, 1.0, ([1000, 2000, BUDGET], [0.3, 0.7, 0.8]))
+    write_records(data_file(plan, _report_args(tmp_path, [0, 1])), list(known.values()), {}, plan.arms())
+    with pytest.raises(SystemExit, match=r"no seed of \[1\] has all four arms .*fix: run the same command without"):
+        run(dataclasses.replace(plan, seeds=[1]), _report_args(tmp_path, [1]), "x", log=lambda _: None)
+    s = run(plan, _report_args(tmp_path, [0, 1]), "x", log=lambda _: None)     # seed 1 lacks its transfer arm
+    assert s["pending"] == [1] and {(r["arm"], r["seed"]) for r in s["records"]} == {(a, 0) for a in plan.arms()}
+    assert s["threshold"] == pytest.approx(0.6) and s["arms"][TRANSFER]["per_seed"] == [1.0]
+    assert s["arms"][TRANSFER]["to_threshold"]["steps"] == [2000.0]              # first_reach on the record's curve
+    assert s["arms"][TRANSFER]["to_threshold"]["counted"]["per_seed"] == [pytest.approx(0.3)]   # + 1000 skill frames
+    assert s["arms"][TRANSFER]["goal_success"]["low"]["per_seed"] == [0.5]
+    assert s["arms"][FINETUNED]["source_frames"] == [1000] and s["arms"][FLAT]["minutes"] == [1.0]
+    text = (tmp_path / "docs" / "t.md").read_text()
+    assert "**Incomplete**: seeds [1] of this command are not finished; this report covers seeds [0]" in text
+    assert "(12 training runs; finished ones are reused)" in text and "predates provenance records" in text
+    assert sorted(read_records(tmp_path / "docs" / "t-runs.json")) == sorted(known)     # seed 1's records kept
