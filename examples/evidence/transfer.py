@@ -75,6 +75,7 @@ from examples.studies.protocol import (
     _k,
     _minutes,
     _per,
+    across,
     add_record,
     base_record,
     better_flat,
@@ -88,7 +89,6 @@ from examples.studies.protocol import (
     seeds_t_ci,
 )
 from hdppo import provenance
-from hdppo.stats import t_ci
 
 SCRIPT = "examples/evidence/transfer.py"
 TRANSFER, FINETUNED = "transfer", "finetuned"         # the arms that bring something from the source
@@ -371,8 +371,8 @@ def summarize(plan: TransferPlan, eval_seed: int = EVAL_SEED, known: Records | N
         curve = seeds_mean(curves)
         source = arm in SOURCE
         arms[arm] = {"args": plan.args(arm), "per_seed": finals, "ci": seeds_t_ci(finals, plan.rate),
-                     "team_return": t_ci([r["team_return"] for r in recs]),
-                     "also": {k: t_ci([r["also"][k] for r in recs]) for k in plan.also},
+                     "team_return": across([r["team_return"] for r in recs]),
+                     "also": {k: across([r["also"][k] for r in recs]) for k in plan.also},
                      "goal_success": {k: {"per_seed": v, "ci": seeds_t_ci(v, rate=True)} for k, v in goals.items()},
                      "curve": curve.tolist(), "curve_final": final_value(curve),
                      "seed_curves": [c.tolist() for c in curves], "frames": [r["frames"] for r in recs],

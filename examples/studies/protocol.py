@@ -224,16 +224,23 @@ def reach_ci(per_seed: Sequence[float | None]) -> dict[str, Any]:
     return {"per_seed": list(per_seed), "reached": len(reached), "ci": ci}
 
 
-def seeds_t_ci(per_seed: Sequence[float], rate: bool = False) -> CI:
-    """The seeds' mean with its Student-t interval (hdppo.stats.t_ci); a rate's (an outcome that is
-    0 or 1 in every episode) clipped to [0, 1], where the t interval of few seeds can reach past."""
+def across(per_seed: Sequence[float]) -> CI:
+    """The seeds' mean with its Student-t interval (hdppo.stats.t_ci), no interval (NaN bounds, which
+    a report prints as the mean alone) from fewer than 2 seeds: t_ci gives one value zero width."""
     m, lo, hi = t_ci(per_seed)
+    return (m, lo, hi) if np.isfinite(per_seed).sum() >= 2 else (m, float("nan"), float("nan"))
+
+
+def seeds_t_ci(per_seed: Sequence[float], rate: bool = False) -> CI:
+    """The seeds' mean with its Student-t interval (across); a rate's (an outcome that is 0 or 1 in
+    every episode) clipped to [0, 1], where the t interval of few seeds can reach past."""
+    m, lo, hi = across(per_seed)
     return (m, max(lo, 0.0), min(hi, 1.0)) if rate and np.isfinite(m) else (m, lo, hi)
 
 
 def paired_ci(a: Sequence[float], b: Sequence[float]) -> CI:
     """mean(a - b) over paired values (one pair per seed) with a Student-t interval."""
-    return t_ci([x - y for x, y in zip(a, b)])
+    return across([x - y for x, y in zip(a, b)])
 
 
 def seed_points(plan: ProtocolPlan, arm: str, seed: int, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -464,7 +471,7 @@ def diagnose(records: list[dict[str, Any]], rate: bool) -> dict[str, Any]:
     return {"top": top, "n_goals": n_goals,
             "goal_success": {layer: {"per_seed": v, "ci": seeds_t_ci(v, rate=True), "goals": counts[layer]}
                              for layer, v in success.items()},
-            "entropy": {"per_seed": entropy, "ci": t_ci(entropy),
+            "entropy": {"per_seed": entropy, "ci": across(entropy),
                         "uniform": float(np.log(n_goals)) if n_goals else None},
             "random_top": {"per_seed": random_top, "ci": seeds_t_ci(random_top, rate),
                            "trained_minus_random": paired_ci(finals, random_top)}}
@@ -486,8 +493,8 @@ def summarize(plan: ProtocolPlan, eval_seed: int = EVAL_SEED, known: Records | N
         curves = [on_grid(np.asarray(r["curve"][0], float), np.asarray(r["curve"][1], float), grid) for r in recs]
         curve = seeds_mean(curves)
         arms[arm] = {"args": plan.args(arm), "per_seed": finals, "ci": seeds_t_ci(finals, plan.rate),
-                     "team_return": t_ci([r["team_return"] for r in recs]),
-                     "also": {k: t_ci([r["also"][k] for r in recs]) for k in plan.also},
+                     "team_return": across([r["team_return"] for r in recs]),
+                     "also": {k: across([r["also"][k] for r in recs]) for k in plan.also},
                      "curve": curve.tolist(), "curve_final": final_value(curve),
                      "seed_curves": [c.tolist() for c in curves], "frames": trained[arm],
                      "minutes": [r["minutes"] for r in recs],

@@ -17,6 +17,7 @@ from examples.studies.protocol import (
     SHAPED,
     ProtocolPlan,
     SkillStage,
+    _ci,
     arm_commands,
     better_flat,
     check_budget,
@@ -52,6 +53,14 @@ def test_a_rates_interval_is_clipped_to_0_1():
     # [0, 0.375]: mean 0.1875, sd 0.265165, se 0.1875, t(0.975, 1) = 12.706205 -> half 2.382413
     assert seeds_t_ci([0.0, 0.375]) == pytest.approx((0.1875, -2.194913, 2.569913), abs=1e-6)
     assert seeds_t_ci([0.0, 0.375], rate=True) == pytest.approx((0.1875, 0.0, 1.0))
+
+
+def test_one_seed_has_no_interval_in_the_report():
+    # t_ci gives one value zero width ([0.03, 0.03]), which a report would print as a certain interval
+    m, lo, hi = seeds_t_ci([0.03], rate=True)
+    assert m == 0.03 and np.isnan(lo) and np.isnan(hi)
+    assert _ci(seeds_t_ci([0.03])) == "0.030" and _ci(paired_ci([0.5], [0.25])) == "0.250"
+    assert _ci(seeds_t_ci([0.03, float("nan")])) == "0.030"               # one finite seed of two
 
 
 def test_welch_difference_and_the_verdict_by_hand():
