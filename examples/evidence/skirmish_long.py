@@ -34,10 +34,21 @@ from examples.studies.protocol import ProtocolPlan, SkillStage
 
 SCRIPT = "examples/evidence/skirmish_long.py"
 NOTES = [
-    "Seed 0: the hierarchy's units, trained 200k frames as skills and then frozen, fight far worse than "
-    "the scripted units the preset was chosen with. In the final eval they kill 0.06 of the enemy team; "
-    "the shaped flat units kill 0.50. The hierarchy's training win rate stayed at 0.00 for all of its "
-    "800k frames, so its commander and squads never got a reward to learn from.",
+    "The shaped flat team learns to win and then unlearns it. On seed 0 its training win rate (the last "
+    "200 episodes) peaks at 0.92 at 276k frames in the 1M run, and at 0.54 at 354k in the 2M run (the "
+    "same command but for `--steps`). It falls under 0.05 by 1M frames in the first and by 1.4M in the "
+    "second. Its final team wins 0.03 "
+    "(1M) and 0.00 (2M) of the eval episodes, and still kills about half the enemy team. So the better "
+    "flat arm stays under 20% only for its final team, which is what the protocol compares. A flat team "
+    "kept at its best evaluation (`eval_every`, then `hdppo eval --checkpoint best`) would win far more. "
+    "Why it unlearns is not measured yet: the shaping pays for closing on the nearest enemy all episode "
+    "long, while a win pays 4 once.",
+    "The hierarchy's learned units fight far worse than the scripted units the preset was chosen with. "
+    "Its skill runs, under goals from the untrained upper layers, reach a goal success of 0.13-0.14 and "
+    "kill 0.10 (200k frames) and 0.13 (1M frames) of the enemy team. Frozen under the commander and "
+    "squads, they kill 0.06 in the final evals of both budgets; the shaped flat units kill 0.50-0.55. The "
+    "hierarchy's training win rate stayed at 0.00 for the whole of both runs, so its commander and "
+    "squads never got a reward to learn from.",
     "A diagnostic, not a protocol arm: the same commander and squads trained over the scripted units "
     "(`hdppo train skirmish_long --layer high,mid --steps 1000000 --seed 0 workers=2`; an untrained low "
     "layer plays `scripted_low`), on the win reward alone. Their training win rate stayed near 0.00 up to "
@@ -45,7 +56,7 @@ NOTES = [
     "--seed 12345`, wins 0.39 [0.29, 0.49] (an exact interval over 100 episodes). With random squads "
     "over the same units the team wins 0.00 (the controllers' table in docs/scenarios/skirmish.md). So "
     "the upper layers learn to concentrate the team from the sparse win alone once the units can fight. "
-    "On this map the learned units' skills are what the hierarchy lacks at this budget.",
+    "On this map the learned units' skills are what the hierarchy lacks.",
 ]
 
 PLAN = ProtocolPlan(
