@@ -817,9 +817,11 @@ def campaign(plan: Any, args: argparse.Namespace, command: str, arms: Sequence[s
     if args.report_only:
         ready = [s for s in plan.seeds if all(done(plan, arm, s, known) for arm in arms)]
         if not ready:
+            first = plan.seeds[0]
+            lacks = ", ".join(str(plan.run_dir(a, first)) for a in arms if not done(plan, a, first, known))
             raise SystemExit(f"--report-only: no seed of {plan.seeds} has all {NUMBERS.get(len(arms), len(arms))} "
-                             f"arms finished in {plan.out} or recorded in {data}; fix: run the same command without "
-                             "--report-only")
+                             f"arms finished in {plan.out} or recorded in {data} (seed {first} lacks {lacks}); "
+                             "fix: run the same command without --report-only")
         pending = [s for s in plan.seeds if s not in ready]
         plan = dataclasses.replace(plan, seeds=ready)
         plan.out.mkdir(parents=True, exist_ok=True)       # OUT/summary.json, where the run folders are gone
