@@ -284,13 +284,6 @@ def from_records(plan: TransferPlan, known: Records | None, eval_seed: int = EVA
                                  here=lambda arm, seed: finished_here(plan, arm, seed))
 
 
-def seed_record(plan: TransferPlan, arm: str, seed: int, eval_seed: int = EVAL_SEED,
-                known: Records | None = None) -> dict[str, Any]:
-    """The seed's record: from the data file where from_records takes it, else from its run folders."""
-    kept = from_records(plan, known, eval_seed)
-    return kept[arm, seed] if (arm, seed) in kept else run_record(plan, arm, seed, eval_seed)
-
-
 def stale_records(plan: TransferPlan, known: Records | None) -> dict[str, list[str]]:
     """'ARM seed S' -> the settings where a data-file record this plan would use differs from what its
     runs' commands make with this code now."""
@@ -356,7 +349,9 @@ def summarize(plan: TransferPlan, eval_seed: int = EVAL_SEED, known: Records | N
     the budget to reach it, with and without the source frames; the frozen units' goal success. From
     each arm's seed's record (its run folders', or the report's data file's where `known` holds one
     that fits and the runs are not finished here): `records`, the data file's content."""
-    records = {(arm, s): seed_record(plan, arm, s, eval_seed, known) for arm in plan.arms() for s in plan.seeds}
+    kept = from_records(plan, known, eval_seed)
+    records = {(arm, s): kept.get((arm, s)) or run_record(plan, arm, s, eval_seed)
+               for arm in plan.arms() for s in plan.seeds}
     grid = np.linspace(0, max(plan.steps, *(r["frames"] for r in records.values())), 101)
     arms: dict[str, Any] = {}
     for arm in plan.arms():

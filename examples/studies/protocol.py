@@ -178,7 +178,7 @@ def train_all(plan: ProtocolPlan, log: Callable[[str], None] = print, known: Rec
     kept = from_records(plan, known)
     timings = plan.out / "timings.json"
 
-    def done(arm: str, seed: int) -> None:
+    def keep(arm: str, seed: int) -> None:
         if data is not None:
             add_record(data, run_record(plan, arm, seed), plan.outcome, log)
 
@@ -188,14 +188,14 @@ def train_all(plan: ProtocolPlan, log: Callable[[str], None] = print, known: Rec
                 log(f"reuse  {arm} seed {seed}: its record in the report's data file")
                 continue
             train_run(plan.run_dir(arm, seed), plan.command(arm, seed), plan.arm_steps(arm, seed), timings, log)
-            done(arm, seed)
+            keep(arm, seed)
         if (HIER, seed) in kept:
             log(f"reuse  {HIER} seed {seed}: its record in the report's data file")
             continue
         if plan.skills is not None:
             train_run(plan.skill_dir(seed), plan.skill_command(seed), plan.skills.steps, timings, log)
         train_run(plan.run_dir(HIER, seed), plan.command(HIER, seed), plan.arm_steps(HIER, seed), timings, log)
-        done(HIER, seed)
+        keep(HIER, seed)
 
 
 # ---- the statistics ----------------------------------------------------------------------------
@@ -404,13 +404,6 @@ def from_records(plan: Any, known: Records | None, eval_seed: int = EVAL_SEED, *
             if fits(plan, known.get((arm, s)), arm, s, eval_seed, budget) and not here(arm, s)}
 
 
-def seed_record(plan: ProtocolPlan, arm: str, seed: int, eval_seed: int = EVAL_SEED,
-                known: Records | None = None) -> dict[str, Any]:
-    """The seed's record: from the data file where from_records takes it, else from its run folders."""
-    kept = from_records(plan, known, eval_seed)
-    return kept[arm, seed] if (arm, seed) in kept else run_record(plan, arm, seed, eval_seed)
-
-
 def stale_records(plan: Any, known: Records | None, kept_by: Callable[[Any, Records | None], Records] | None = None,
                   commands_of: Callable[[Any, str, int], list[list[str]]] | None = None) -> dict[str, list[str]]:
     """'ARM seed S' -> the settings where a data-file record this plan would use (`kept_by`, from_records
@@ -482,7 +475,8 @@ def summarize(plan: ProtocolPlan, eval_seed: int = EVAL_SEED, known: Records | N
     difference to it and the verdict, steps-to-threshold, minutes and frames per run, diagnostics;
     from each seed's record (its run folders', or the report's data file's where `known` holds
     one that fits and the folders are not finished): `records`, the data file's content."""
-    records = {(arm, s): seed_record(plan, arm, s, eval_seed, known) for arm in ARMS for s in plan.seeds}
+    kept = from_records(plan, known, eval_seed)        # a record where it fits and the run is not finished here
+    records = {(arm, s): kept.get((arm, s)) or run_record(plan, arm, s, eval_seed) for arm in ARMS for s in plan.seeds}
     trained = {arm: [records[arm, s]["frames"] for s in plan.seeds] for arm in ARMS}
     # the curves up to the most frames a run trained (a run ends on a whole rollout, past its budget)
     grid = np.linspace(0, max(plan.steps, *(f for fs in trained.values() for f in fs)), 101)
