@@ -98,7 +98,7 @@ class Worker:
         if path is not None:
             return self._frozen(info, path)
         if lspec.scripted is not None:
-            return scripted_policy(info, lspec.scripted)
+            return scripted_policy(info, lspec.scripted, seed + 7 * (info.index + 1))
         return uniform_policy(info, seed + 7 * (info.index + 1))
 
     def _frozen(self, info: LayerInfo, path: str):

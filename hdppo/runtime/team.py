@@ -120,13 +120,13 @@ class Team:
         self._acting: list[str] = []
         for info, spec in zip(self.hier.info, self.hier.specs):
             if info.name in self._scripted:     # the caller's script replaces whatever the run left
-                self._actors.append(scripted_policy(info, self._scripted[info.name]))
+                self._actors.append(scripted_policy(info, self._scripted[info.name], seed + 7 * (info.index + 1)))
                 self._acting.append("scripted")
             elif info.name in self._loaded:
                 self._actors.append(self._policy_actor(info, self._loaded[info.name]))
                 self._acting.append("checkpoint")
             elif spec.scripted is not None:     # as a training worker: scripted, else uniform
-                self._actors.append(scripted_policy(info, spec.scripted))
+                self._actors.append(scripted_policy(info, spec.scripted, seed + 7 * (info.index + 1)))
                 self._acting.append("scripted")
             else:
                 self._actors.append(uniform_policy(info, seed + 7 * (info.index + 1)))

@@ -1,6 +1,7 @@
 """Fixed policies for layers that are not trained: uniform goal samplers and random unit actions."""
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -33,8 +34,26 @@ def uniform_policy(info: LayerInfo, seed: int | None = None) -> Callable[[Decisi
     return act
 
 
-def scripted_policy(info: LayerInfo, scripted: Callable[[Decision], np.ndarray]) -> Callable[[Decision], np.ndarray]:
-    """Wraps a scenario's scripted controller so its output is checked like a policy's."""
+def takes_rng(scripted: Callable[..., np.ndarray]) -> bool:
+    """Whether a scripted controller draws at random: it takes a keyword `rng` (scripted(decision, rng=...))."""
+    try:
+        return "rng" in inspect.signature(scripted).parameters
+    except (TypeError, ValueError):         # a builtin or C callable without a signature
+        return False
+
+
+def scripted_policy(info: LayerInfo, scripted: Callable[..., np.ndarray],
+                    seed: int | None = None) -> Callable[[Decision], np.ndarray]:
+    """Wraps a scenario's scripted controller so its output is checked like a policy's. A controller
+    that takes a keyword `rng` (a random goal sampler) draws from its own numpy Generator seeded by
+    `seed`, so a seeded run samples the same goals run to run."""
+    if takes_rng(scripted):
+        rng = np.random.default_rng(seed)
+
+        def act_random(d: Decision) -> np.ndarray:
+            return np.asarray(scripted(d, rng=rng))
+        return act_random
+
     def act(d: Decision) -> np.ndarray:
         return np.asarray(scripted(d))
     return act

@@ -45,12 +45,13 @@ class LayerView(ParallelEnv):
         self._fixed = {}
         for inf, spec in zip(self.hier.info, self.hier.specs):
             given = (policies or {}).get(inf.name)
+            own_seed = None if seed is None else seed + 31 * inf.index
             if given is not None:
                 self._fixed[inf.index] = given
             elif spec.scripted is not None:
-                self._fixed[inf.index] = scripted_policy(inf, spec.scripted)
+                self._fixed[inf.index] = scripted_policy(inf, spec.scripted, own_seed)
             else:
-                self._fixed[inf.index] = uniform_policy(inf, None if seed is None else seed + 31 * inf.index)
+                self._fixed[inf.index] = uniform_policy(inf, own_seed)
         self._gen: Generator[Decision | None, np.ndarray | None, StepResult] | None = None
         self._done = True
         bottom = self.layer == len(self.hier.info) - 1

@@ -121,7 +121,8 @@ class Layer:
     for Discrete, the raw vector for Box); goal_success(child_ctx) -> bool [E, Nc] says whether each
     child has reached its goal; intrinsic(ctx) -> [E, N] is this layer's own reward term, weighted by
     w_int; observe(ctx) -> [E, N, D] replaces the default masked mean/max/fraction-alive features;
-    scripted(decision) -> actions drives the layer when it is not trained. With shared_reward every
+    scripted(decision) -> actions drives the layer when it is not trained (scripted(decision, rng) for
+    one that draws at random: it gets a seeded numpy Generator). With shared_reward every
     node of the layer receives the team's total env reward (the sum over all units of its copy)
     instead of the sum over its own units. attend(goals, ctx) -> bool keep-mask, on a layer that
     receives goals, filters the nodes' own features in their observation: [E, N, entities.count] per

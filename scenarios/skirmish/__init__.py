@@ -229,6 +229,16 @@ def scripted_low(lay: _Layout) -> Callable[[Any], np.ndarray]:
     return act
 
 
+def team_goals(n_goals: int) -> Callable[..., np.ndarray]:
+    """A goal sampler for the layer above the units (`goal_sampler=team`): at each of its decisions,
+    one goal drawn uniformly from its n_goals for every unit of a copy, so the team meets each point
+    and enemy together (units sent one by one to different goals lose every fight)."""
+    def act(decision: Any, rng: np.random.Generator) -> np.ndarray:
+        E, S = decision.mask.shape
+        return np.repeat(rng.integers(0, n_goals, (E, 1)), S, axis=1).astype(np.int64)
+    return act
+
+
 def layers(cfg: SkirmishConfig) -> list[Layer]:
     """high (point or enemy squad per squad) / mid (point, enemy squad or enemy unit per unit) / low."""
     check_config(cfg)
@@ -240,8 +250,10 @@ def layers(cfg: SkirmishConfig) -> list[Layer]:
 
     def to_units(name: str, interval: int, n_goals: int) -> Layer:
         """The layer above the units: a point, enemy squad (or, for mid, enemy unit) per unit."""
+        sampler = team_goals(n_goals) if cfg.goal_sampler == "team" else None     # else uniform
         return Layer(name, interval=interval, goal_space=gym.spaces.Discrete(n_goals), choice="per_child",
-                     goal_features=unit_ground, goal_features_space=GOAL_BOX, goal_success=unit_success)
+                     goal_features=unit_ground, goal_features_space=GOAL_BOX, goal_success=unit_success,
+                     scripted=sampler)
     if cfg.layers == 2:
         return [to_units("high", 8, lay.P + lay.G), low]
     high = Layer("high", interval=16, goal_space=gym.spaces.Discrete(lay.P + lay.G), choice="per_child",

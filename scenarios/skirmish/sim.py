@@ -34,6 +34,7 @@ _S = np.sqrt(0.5)
 DIRS = np.array([[0, 0], [1, 0], [_S, _S], [0, 1], [-_S, _S], [-1, 0], [-_S, -_S], [0, -1], [_S, -_S]])
 N_MOVES = 9
 REWARDS = ("dense", "outcome", "points_end")     # SkirmishConfig.reward
+GOAL_SAMPLERS = ("uniform", "team")             # SkirmishConfig.goal_sampler
 
 
 @dataclass
@@ -66,6 +67,9 @@ class SkirmishConfig(ScenarioConfig):
     w_hit: float = 0.2              # own: x damage this unit dealt
     reward: str = "dense"           # dense: the w_* terms every step; outcome: w_win on a win, else 0;
                                     # points_end: w_win x (points held / n_points) on the last step only
+    goal_sampler: str = "uniform"   # the units' goals while the layer above them is not trained (--skills,
+                                    # --layer low): uniform, each unit its own uniform goal; team, one
+                                    # uniform goal for the whole team, so the units learn to fight together
 
 
 def check_config(cfg: SkirmishConfig) -> None:
@@ -82,6 +86,9 @@ def check_config(cfg: SkirmishConfig) -> None:
         bad(f"difficulty={cfg.difficulty} is outside [0, 1]", "use 0 (easy) .. 1 (hard), e.g. difficulty=0.5")
     if cfg.reward not in REWARDS:
         bad(f"reward={cfg.reward!r} is not a reward mode", f"use one of {', '.join(REWARDS)}, e.g. reward=outcome")
+    if cfg.goal_sampler not in GOAL_SAMPLERS:
+        bad(f"goal_sampler={cfg.goal_sampler!r} is not a goal sampler",
+            f"use one of {', '.join(GOAL_SAMPLERS)}, e.g. goal_sampler=team")
     if cfg.size < 4 or cfg.point_radius <= 0 or cfg.speed <= 0:
         bad("size must be >= 4 and point_radius, speed > 0", "fix those values")
     if min(cfg.melee_hp, cfg.ranged_hp, cfg.melee_range, cfg.ranged_range) <= 0 or \

@@ -285,3 +285,48 @@ def test_flat_shaping_is_the_goal_shaping_with_the_nearest_enemy_as_goal():
     assert spec.intrinsic is not None and spec.w_int == 0.0
     weighted = SCENARIO.build_layers(SCENARIO.make_config({"layers": 1, "w_int.low": 0.1}))[0]
     assert weighted.w_int == 0.1
+
+
+# ---- the units' goals while the layer above them is not trained (skills) ---------------------------
+def _skill_worker(sampler: str, seed: int = 0):
+    """A worker of a skill run (`--skills`: the units trained, squads and commander untrained)."""
+    from hdppo.engine.config import resolve_overrides, train_config_to_dict
+    from hdppo.engine.params import MemoryParams
+    from hdppo.engine.worker import Worker, WorkerSpec
+    tc, _ = resolve_overrides({"envs_per_worker": "6", "rollout": "8", "seed": str(seed)}, ["high", "mid", "low"],
+                              set())
+    spec = WorkerSpec("skirmish", {"goal_sampler": sampler}, train_config_to_dict(tc), 0, ["low"])
+    return Worker(spec, MemoryParams())
+
+
+def test_team_goal_sampler_gives_the_whole_team_one_goal_per_decision():
+    """goal_sampler=team: an untrained mid gives every unit of a copy the same goal, drawn anew at
+    its decisions from the whole goal space, the same draws for the same seed; the uniform sampler
+    gives each unit its own."""
+    lay = _Layout(CFG)
+    n_goals = lay.P + lay.G + lay.K
+    seen, firsts = set(), []
+    for seed in (0, 0, 1):
+        w = _skill_worker("team", seed)
+        draws = []
+        for _ in range(3):
+            w.collect()
+            goals, alive = w.hier.goals[2], w.hier.alive[2]                  # [E, U], the units' goals
+            first = np.take_along_axis(goals, alive.argmax(1)[:, None], 1)   # a living unit's goal
+            assert (goals == first)[alive].all(), goals                      # the dead keep their last goal
+            draws.append(first[:, 0].copy())
+        seen |= set(np.concatenate(draws).tolist())
+        firsts.append(np.stack(draws))
+    np.testing.assert_array_equal(firsts[0], firsts[1])                      # seeded: the same run twice
+    assert not np.array_equal(firsts[0], firsts[2])
+    assert len(seen) > n_goals // 2 and max(seen) < n_goals
+    w = _skill_worker("uniform")
+    w.collect()
+    goals = w.hier.goals[2]
+    assert not (goals == goals[:, :1]).all(axis=1).any()
+
+
+def test_the_goal_sampler_is_refused_unless_known():
+    with pytest.raises(ScenarioError) as err:
+        SCENARIO.build_layers(cfg_with(goal_sampler="nearest"))
+    assert "goal_sampler" in str(err.value) and "team" in str(err.value)
