@@ -15,6 +15,7 @@ import numpy as np
 
 from hdppo import AgentGraph, Layer, LayerContext, Scenario
 from hdppo.sims import BatchParallelEnv
+from hdppo.team.scenario import Choice
 
 from .sim import DIRS, N_MOVES, SkirmishBatch, SkirmishConfig, check_config
 
@@ -248,15 +249,16 @@ def layers(cfg: SkirmishConfig) -> list[Layer]:
     low = Layer("low", interval=1, intrinsic=low_intrinsic(lay), w_int=0.1, scripted=scripted_low(lay))
     unit_ground, unit_success = unit_goal_features(lay), unit_goal_success(lay)
 
-    def to_units(name: str, interval: int, n_goals: int) -> Layer:
+    def to_units(name: str, interval: int, n_goals: int, choice: Choice = "per_child") -> Layer:
         """The layer above the units: a point, enemy squad (or, for mid, enemy unit) per unit."""
         sampler = team_goals(n_goals) if cfg.goal_sampler == "team" else None     # else uniform
-        return Layer(name, interval=interval, goal_space=gym.spaces.Discrete(n_goals), choice="per_child",
+        return Layer(name, interval=interval, goal_space=gym.spaces.Discrete(n_goals), choice=choice,
                      goal_features=unit_ground, goal_features_space=GOAL_BOX, goal_success=unit_success,
                      scripted=sampler)
+    commander: Choice = "broadcast" if cfg.commander == "broadcast" else "per_child"
     if cfg.layers == 2:
-        return [to_units("high", 8, lay.P + lay.G), low]
-    high = Layer("high", interval=16, goal_space=gym.spaces.Discrete(lay.P + lay.G), choice="per_child",
+        return [to_units("high", 8, lay.P + lay.G, commander), low]
+    high = Layer("high", interval=16, goal_space=gym.spaces.Discrete(lay.P + lay.G), choice=commander,
                  goal_features=squad_goal_features(lay), goal_features_space=GOAL_BOX,
                  goal_success=squad_goal_success)
     mid = to_units("mid", 4, lay.P + lay.G + lay.K)

@@ -67,6 +67,8 @@ class SkirmishConfig(ScenarioConfig):
     w_hit: float = 0.2              # own: x damage this unit dealt
     reward: str = "dense"           # dense: the w_* terms every step; outcome: w_win on a win, else 0;
                                     # points_end: w_win x (points held / n_points) on the last step only
+    commander: str = "per_child"    # the top layer's choice: per_child, a goal per squad (layers=3) or unit
+                                    # (layers=2); broadcast, one goal for its whole team
     goal_sampler: str = "uniform"   # the units' goals while the layer above them is not trained (--skills,
                                     # --layer low): uniform, each unit its own uniform goal; team, one
                                     # uniform goal for the whole team, so the units learn to fight together
@@ -86,6 +88,8 @@ def check_config(cfg: SkirmishConfig) -> None:
         bad(f"difficulty={cfg.difficulty} is outside [0, 1]", "use 0 (easy) .. 1 (hard), e.g. difficulty=0.5")
     if cfg.reward not in REWARDS:
         bad(f"reward={cfg.reward!r} is not a reward mode", f"use one of {', '.join(REWARDS)}, e.g. reward=outcome")
+    if cfg.commander not in ("per_child", "broadcast"):
+        bad(f"commander={cfg.commander!r} is not a choice", "use commander=per_child or commander=broadcast")
     if cfg.goal_sampler not in GOAL_SAMPLERS:
         bad(f"goal_sampler={cfg.goal_sampler!r} is not a goal sampler",
             f"use one of {', '.join(GOAL_SAMPLERS)}, e.g. goal_sampler=team")

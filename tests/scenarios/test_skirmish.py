@@ -288,14 +288,14 @@ def test_flat_shaping_is_the_goal_shaping_with_the_nearest_enemy_as_goal():
 
 
 # ---- the units' goals while the layer above them is not trained (skills) ---------------------------
-def _skill_worker(sampler: str, seed: int = 0):
-    """A worker of a skill run (`--skills`: the units trained, squads and commander untrained)."""
+def _skill_worker(sampler: str, seed: int = 0, **keys: str):
+    """A worker of a skill run (`--skills`: the units trained, the layers above untrained)."""
     from hdppo.engine.config import resolve_overrides, train_config_to_dict
     from hdppo.engine.params import MemoryParams
     from hdppo.engine.worker import Worker, WorkerSpec
-    tc, _ = resolve_overrides({"envs_per_worker": "6", "rollout": "8", "seed": str(seed)}, ["high", "mid", "low"],
-                              set())
-    spec = WorkerSpec("skirmish", {"goal_sampler": sampler}, train_config_to_dict(tc), 0, ["low"])
+    names = ["high", "low"] if keys.get("layers") == "2" else ["high", "mid", "low"]
+    tc, _ = resolve_overrides({"envs_per_worker": "6", "rollout": "8", "seed": str(seed)}, names, set())
+    spec = WorkerSpec("skirmish", {"goal_sampler": sampler, **keys}, train_config_to_dict(tc), 0, ["low"])
     return Worker(spec, MemoryParams())
 
 
@@ -326,7 +326,22 @@ def test_team_goal_sampler_gives_the_whole_team_one_goal_per_decision():
     assert not (goals == goals[:, :1]).all(axis=1).any()
 
 
-def test_the_goal_sampler_is_refused_unless_known():
+@pytest.mark.parametrize("key, value, fix", [("goal_sampler", "nearest", "team"), ("commander", "team", "broadcast")])
+def test_an_unknown_goal_sampler_or_commander_is_refused(key, value, fix):
     with pytest.raises(ScenarioError) as err:
-        SCENARIO.build_layers(cfg_with(goal_sampler="nearest"))
-    assert "goal_sampler" in str(err.value) and "team" in str(err.value)
+        SCENARIO.build_layers(cfg_with(**{key: value}))
+    assert key in str(err.value) and fix in str(err.value)
+
+
+@pytest.mark.parametrize("layers, receiver", [("2", 1), ("3", 1)])
+def test_a_broadcasting_commander_gives_its_whole_team_one_goal(layers, receiver):
+    """commander=broadcast: the top layer's one goal goes to all its children (the units with
+    layers=2, the squads with 3), even drawn uniformly; per_child (the default) gives each its own."""
+    for commander, one in (("broadcast", True), ("per_child", False)):
+        w = _skill_worker("uniform", layers=layers, commander=commander)
+        assert w.hier.specs[0].choice == commander
+        w.collect()
+        goals, alive = w.hier.goals[receiver], w.hier.alive[receiver]
+        first = np.take_along_axis(goals, alive.argmax(1)[:, None], 1)
+        same = ((goals == first) | ~alive).all(1)
+        assert same.all() if one else not same.all(), goals
