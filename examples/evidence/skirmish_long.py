@@ -44,11 +44,14 @@ NOTES = [
     "Why it unlearns is not measured yet: the shaping pays for closing on the nearest enemy all episode "
     "long, while a win pays 4 once.",
     "The hierarchy's learned units fight far worse than the scripted units the preset was chosen with. "
-    "Its skill runs, under goals from the untrained upper layers, reach a goal success of 0.13-0.14 and "
-    "kill 0.10 (200k frames) and 0.13 (1M frames) of the enemy team. Frozen under the commander and "
-    "squads, they kill 0.06 in the final evals of both budgets; the shaped flat units kill 0.50-0.55. The "
-    "hierarchy's training win rate stayed at 0.00 for the whole of both runs, so its commander and "
-    "squads never got a reward to learn from.",
+    "Under per-unit uniform goals (the skill stage before 2026-12-04, which the 2M page's runs used) its "
+    "skill runs reach a goal success of 0.13-0.14 and kill 0.10 (200k frames) and 0.13 (1M frames) of the "
+    "enemy team. Scripted units under such goals win no episode (the controllers' table in "
+    "docs/scenarios/skirmish.md), so the skill stage now gives the whole team one goal per decision "
+    "(`goal_sampler=team`, under which scripted units win 0.30): its 200k skill run kills 0.19 and reaches "
+    "a goal success of 0.25. Frozen under the commander and squads, the units kill 0.04-0.06 in the final "
+    "evals of every budget; the shaped flat units kill 0.50-0.55. The hierarchy's training win rate stayed "
+    "at 0.00 for the whole of every run, so its commander and squads never got a reward to learn from.",
     "A diagnostic, not a protocol arm: the same commander and squads trained over the scripted units "
     "(`hdppo train skirmish_long --layer high,mid --steps 1000000 --seed 0 workers=2`; an untrained low "
     "layer plays `scripted_low`), on the win reward alone. Their training win rate stayed near 0.00 up to "
@@ -57,12 +60,30 @@ NOTES = [
     "over the same units the team wins 0.00 (the controllers' table in docs/scenarios/skirmish.md). So "
     "the upper layers learn to concentrate the team from the sparse win alone once the units can fight. "
     "On this map the learned units' skills are what the hierarchy lacks.",
+    "Four other designs of the hierarchy on seed 0, 1M frames each with the skill run, evaluated as the "
+    "arms are (diagnostics, not protocol arms); none wins a training or an eval episode. (a) The units "
+    "trained on under the commander and squads: `hdppo train skirmish_long --steps 799296 --seed 0 --layer "
+    "all --load low=SKILLRUN workers=2 layers=3`, SKILLRUN the plan's skill run; they kill 0.08. (b) Two "
+    "layers, the commander giving the whole team one goal: skills `hdppo train skirmish_long --skills --steps "
+    "200000 --seed 0 workers=2 layers=2 commander=broadcast interval.high=16 goal_sampler=team`, then `--steps "
+    "799296 --layer high --load low=SKILLRUN workers=2 layers=2 commander=broadcast`; kills 0.07. (c) The "
+    "plan's, its skill run also paid the dense env reward (`reward=dense w_ext.low=1` added to the skill run "
+    "only): the skills kill 0.21 and the team under the commander 0.19. (d) (b) with (c)'s skill reward and "
+    "500k frames of skills: the skills level off near 0.15 kills from 400k frames, the team kills 0.15. The "
+    "shaped flat units kill 0.41 of the enemy team after 49k frames, the skill runs here 0.10-0.21 after "
+    "200-500k. A likely cause, not measured: a skill pays the distance to its goal at every step and damage "
+    "only to its goal enemy, so units sent to a point or a far enemy walk on while they are attacked.",
+    "The flat team given the dense env reward as well as its shaping (`layers=1 w_int.low=0.1 reward=dense`, "
+    "seed 0, the win still what is evaluated) ends at 0.18 in the eval where the shaping alone ends at 0.03; "
+    "its training win rate rises slowly, to 0.13 by 815k frames, with no peak to unlearn. One seed each: "
+    "which goal-free shaping makes the better flat arm here is open.",
 ]
 
 PLAN = ProtocolPlan(
     scenario="skirmish_long", outcome="win", steps=1_000_000,
     flat=["layers=1"], flat_shaped=["layers=1", "w_int.low=0.1"], hier=["layers=3"],
-    skills=SkillStage(200_000, args=["interval.mid=16", "interval.high=32"], layer="low", then="high,mid"),
+    skills=SkillStage(200_000, args=["interval.mid=16", "interval.high=32", "goal_sampler=team"], layer="low",
+                      then="high,mid"),
     seeds=[0, 1, 2, 3, 4], common=["workers=2"], eval_episodes=100, out=Path("runs/evidence/skirmish-long"),
     also=["points_held", "enemies_killed", "units_lost"], rate=True, name="skirmish-long", notes=NOTES)
 
@@ -72,6 +93,8 @@ CONTROLLERS = {
     "untrained_mid": "scripted units, a uniform goal of mid's space per unit every 4 steps (the 3-layer team "
                      "over skills, before its commander and squads learn)",
     "uniform_squads": "scripted units, a uniform goal of high's space per squad every 16 steps, passed to its units",
+    "team_goals": "scripted units, one uniform goal of mid's space for the whole team every 16 steps (the skill "
+                  "stage's `goal_sampler=team`)",
     "lanes": "scripted units, squad s on enemy squad s",
     "focus": "scripted units, the whole team on enemy squad 0 (one goal a commander can give)",
 }
@@ -98,6 +121,8 @@ def play_controller(cfg: Any, name: str, episodes: int = 128, seed: int = 5) -> 
                 goals = lay.P + lay.G + np.where(en[..., 2] > 0, (en[..., :2] ** 2).sum(-1), np.inf).argmin(-1)
             elif name == "untrained_mid":           # each copy's own clock: copies end at different steps
                 goals = np.where((env.t % 4 == 0)[:, None], rng.integers(0, n_mid, (E, U)), goals)
+            elif name == "team_goals":
+                goals = np.where((env.t % 16 == 0)[:, None], rng.integers(0, n_mid, (E, 1)).repeat(U, 1), goals)
             elif name == "uniform_squads":
                 draw = np.repeat(rng.integers(0, n_high, (E, lay.G)), lay.Q, axis=1)
                 goals = np.where((env.t % 16 == 0)[:, None], draw, goals)
