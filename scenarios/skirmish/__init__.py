@@ -233,7 +233,7 @@ def scripted_low(lay: _Layout) -> Callable[[Any], np.ndarray]:
 def team_goals(n_goals: int) -> Callable[..., np.ndarray]:
     """A goal sampler for the layer above the units (`goal_sampler=team`): at each of its decisions,
     one goal drawn uniformly from its n_goals for every unit of a copy, so the team meets each point
-    and enemy together (units sent one by one to different goals lose every fight)."""
+    and enemy together (on skirmish_long, scripted units each on its own random goal win no episode)."""
     def act(decision: Any, rng: np.random.Generator) -> np.ndarray:
         E, S = decision.mask.shape
         return np.repeat(rng.integers(0, n_goals, (E, 1)), S, axis=1).astype(np.int64)
