@@ -18,8 +18,8 @@ DEFAULTS = {"layers": 3, "n_squads": 3, "squad_size": 4, "n_melee": 2, "n_points
             "point_radius": 3.0, "max_steps": 400, "difficulty": 0.4, "speed": 1.0, "melee_hp": 1.5,
             "melee_range": 1.5, "melee_damage": 0.25, "melee_cooldown": 2, "ranged_hp": 1.0, "ranged_range": 5.0,
             "ranged_damage": 0.2, "ranged_cooldown": 3, "w_damage": 4.0, "w_taken": 2.0, "w_kill": 2.0,
-            "w_point": 0.01, "w_win": 4.0, "w_hit": 0.2, "reward": "dense", "gamma": 0.99, "w_ext": {}, "w_int": {},
-            "interval": {}, "shared_reward": {}}
+            "w_point": 0.01, "w_win": 4.0, "w_hit": 0.2, "reward": "dense", "commander": "per_child",
+            "goal_sampler": "uniform", "gamma": 0.99, "w_ext": {}, "w_int": {}, "interval": {}, "shared_reward": {}}
 
 
 def batch(**kw) -> SkirmishBatch:
