@@ -119,17 +119,18 @@ class Team:
         self._actors: list[LayerPolicy] = []
         self._acting: list[str] = []
         for info, spec in zip(self.hier.info, self.hier.specs):
+            own_seed = seed + 7 * (info.index + 1)          # as a training worker's fixed layer
             if info.name in self._scripted:     # the caller's script replaces whatever the run left
-                self._actors.append(scripted_policy(info, self._scripted[info.name], seed + 7 * (info.index + 1)))
+                self._actors.append(scripted_policy(info, self._scripted[info.name], own_seed))
                 self._acting.append("scripted")
             elif info.name in self._loaded:
                 self._actors.append(self._policy_actor(info, self._loaded[info.name]))
                 self._acting.append("checkpoint")
             elif spec.scripted is not None:     # as a training worker: scripted, else uniform
-                self._actors.append(scripted_policy(info, spec.scripted, seed + 7 * (info.index + 1)))
+                self._actors.append(scripted_policy(info, spec.scripted, own_seed))
                 self._acting.append("scripted")
             else:
-                self._actors.append(uniform_policy(info, seed + 7 * (info.index + 1)))
+                self._actors.append(uniform_policy(info, own_seed))
                 self._acting.append("uniform")
 
     def _describe(self, info: LayerInfo, spec: Any) -> LayerDescription:

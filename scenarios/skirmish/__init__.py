@@ -8,7 +8,7 @@ engages) / squads (which point, enemy squad or enemy unit each unit goes for) / 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -255,7 +255,7 @@ def layers(cfg: SkirmishConfig) -> list[Layer]:
         return Layer(name, interval=interval, goal_space=gym.spaces.Discrete(n_goals), choice=choice,
                      goal_features=unit_ground, goal_features_space=GOAL_BOX, goal_success=unit_success,
                      scripted=sampler)
-    commander: Choice = "broadcast" if cfg.commander == "broadcast" else "per_child"
+    commander = cast(Choice, cfg.commander)                 # check_config: one of Choice's values
     if cfg.layers == 2:
         return [to_units("high", 8, lay.P + lay.G, commander), low]
     high = Layer("high", interval=16, goal_space=gym.spaces.Discrete(lay.P + lay.G), choice=commander,

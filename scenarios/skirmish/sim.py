@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 import gymnasium as gym
 import numpy as np
@@ -29,12 +30,14 @@ import numpy as np
 from hdppo import EnvStep, NumpyBatch, ScenarioConfig
 from hdppo.errors import ScenarioError
 from hdppo.sims import copy_rngs
+from hdppo.team.scenario import Choice
 
 _S = np.sqrt(0.5)
 DIRS = np.array([[0, 0], [1, 0], [_S, _S], [0, 1], [-_S, _S], [-1, 0], [-_S, -_S], [0, -1], [_S, -_S]])
 N_MOVES = 9
 REWARDS = ("dense", "outcome", "points_end")     # SkirmishConfig.reward
 GOAL_SAMPLERS = ("uniform", "team")             # SkirmishConfig.goal_sampler
+COMMANDERS: tuple[str, ...] = get_args(Choice)  # SkirmishConfig.commander: a Layer's choice
 
 
 @dataclass
@@ -88,8 +91,9 @@ def check_config(cfg: SkirmishConfig) -> None:
         bad(f"difficulty={cfg.difficulty} is outside [0, 1]", "use 0 (easy) .. 1 (hard), e.g. difficulty=0.5")
     if cfg.reward not in REWARDS:
         bad(f"reward={cfg.reward!r} is not a reward mode", f"use one of {', '.join(REWARDS)}, e.g. reward=outcome")
-    if cfg.commander not in ("per_child", "broadcast"):
-        bad(f"commander={cfg.commander!r} is not a choice", "use commander=per_child or commander=broadcast")
+    if cfg.commander not in COMMANDERS:
+        bad(f"commander={cfg.commander!r} is not a choice",
+            f"use one of {', '.join(COMMANDERS)}, e.g. commander=broadcast")
     if cfg.goal_sampler not in GOAL_SAMPLERS:
         bad(f"goal_sampler={cfg.goal_sampler!r} is not a goal sampler",
             f"use one of {', '.join(GOAL_SAMPLERS)}, e.g. goal_sampler=team")
