@@ -96,6 +96,7 @@ class _Layout:
         self.dim = self.point + 3 * self.P + 1
         self.reach_point = cfg.point_radius / cfg.size
         self.reach = np.array([cfg.melee_range, cfg.ranged_range]) / cfg.size
+        self.stride = cfg.speed / cfg.size          # one move, in the observation's units
 
 
 def _ground(feats: np.ndarray, goals: np.ndarray, lay: _Layout) -> np.ndarray:
@@ -174,6 +175,29 @@ def low_intrinsic(lay: _Layout) -> Hook:
     return intrinsic
 
 
+def progress_intrinsic(lay: _Layout) -> Hook:
+    """`unit_shaping=progress`: 0.1 per move's length the unit closed on its goal this step (negative
+    when it backs off; 0 once the goal enemy is destroyed), 0.05 per step on its goal point, 2 x the goal
+    enemy's loss of hp / alive fraction, and 1 x the hp lost by every enemy that was in its range. Never
+    negative for a unit that holds still, so dying ends no cost (as it does under `distance`)."""
+    def intrinsic(ctx: LayerContext) -> np.ndarray:
+        gf, f, pg, prev = ctx.goal_features, ctx.features, ctx.prev_goal_features, ctx.prev_features
+        assert f is not None
+        enemy = gf[..., 3] > 0.5
+        reach = np.where(enemy, lay.reach[(f[..., 3] > 0.5).astype(np.int64)], lay.reach_point)
+        beyond = np.maximum(gf[..., 2] - reach, 0.0)
+        r = 0.05 * (~enemy & (beyond <= 0))
+        if pg is None or prev is None:
+            return r
+        closed = np.clip((np.maximum(pg[..., 2] - reach, 0.0) - beyond) / lay.stride, -1.0, 1.0)
+        standing = ~enemy | ((gf[..., 4] > 0) & (pg[..., 4] > 0))
+        r = r + 0.1 * np.where(standing, closed, 0.0) + 2.0 * enemy * np.clip(pg[..., 4] - gf[..., 4], 0.0, 1.0)
+        shape = (*f.shape[:2], lay.K, 4)
+        was, now = prev[..., lay.enemy:lay.point].reshape(shape), f[..., lay.enemy:lay.point].reshape(shape)
+        return r + (np.clip(was[..., 2] - now[..., 2], 0.0, 1.0) * (was[..., 3] > 0)).sum(-1)
+    return intrinsic
+
+
 def flat_intrinsic(lay: _Layout) -> Hook:
     """The units' goal shaping for a flat team, with the goal replaced by the nearest living enemy
     (which needs no goals): -(its distance beyond the unit's attack range), plus 2 x the loss of hp
@@ -199,6 +223,31 @@ def flat_intrinsic(lay: _Layout) -> Hook:
             loss = (np.take_along_axis(hp_prev, pick, -1) - np.take_along_axis(hp_now, pick, -1))[..., 0]
             r = r + 2.0 * np.where(np.isfinite(d_prev), np.clip(loss, 0.0, 1.0), 0.0)
         return r
+    return intrinsic
+
+
+def flat_progress_intrinsic(lay: _Layout) -> Hook:
+    """`unit_shaping=progress` for a flat team: `progress_intrinsic` with the goal replaced by the enemy
+    nearest the unit before this step (0.1 per move's length closed on it, 2 x its loss of hp) plus
+    1 x the hp lost by every enemy that was in the unit's range."""
+    def intrinsic(ctx: LayerContext) -> np.ndarray:
+        f, prev = ctx.features, ctx.prev_features
+        assert f is not None
+        if prev is None:
+            return np.zeros(f.shape[:2])
+        shape = (*f.shape[:2], lay.K, 4)
+        was, now = prev[..., lay.enemy:lay.point].reshape(shape), f[..., lay.enemy:lay.point].reshape(shape)
+        dist = lambda en: np.sqrt((en[..., :2] ** 2).sum(-1))                        # noqa: E731
+        d_was = np.where(was[..., 2] > 0, dist(was), np.inf)
+        k = d_was.argmin(-1)[..., None]
+        pick = lambda a: np.take_along_axis(a, k, -1)[..., 0]                       # noqa: E731
+        reach = lay.reach[(f[..., 3] > 0.5).astype(np.int64)]
+        standing = np.isfinite(pick(d_was)) & (pick(now[..., 2]) > 0)
+        beyond_was = np.maximum(np.where(standing, pick(d_was), 0.0) - reach, 0.0)
+        closed = np.clip((beyond_was - np.maximum(pick(dist(now)) - reach, 0.0)) / lay.stride, -1.0, 1.0)
+        loss = np.clip(was[..., 2] - now[..., 2], 0.0, 1.0)
+        return (0.1 * np.where(standing, closed, 0.0) + 2.0 * np.where(np.isfinite(pick(d_was)), pick(loss), 0.0)
+                + (loss * (was[..., 3] > 0)).sum(-1))
     return intrinsic
 
 
@@ -245,8 +294,10 @@ def layers(cfg: SkirmishConfig) -> list[Layer]:
     check_config(cfg)
     lay = _Layout(cfg)
     if cfg.layers == 1:
-        return [Layer("low", interval=1, intrinsic=flat_intrinsic(lay), w_int=0.0)]
-    low = Layer("low", interval=1, intrinsic=low_intrinsic(lay), w_int=0.1, scripted=scripted_low(lay))
+        shaping = flat_progress_intrinsic(lay) if cfg.unit_shaping == "progress" else flat_intrinsic(lay)
+        return [Layer("low", interval=1, intrinsic=shaping, w_int=0.0)]
+    shaping = progress_intrinsic(lay) if cfg.unit_shaping == "progress" else low_intrinsic(lay)
+    low = Layer("low", interval=1, intrinsic=shaping, w_int=0.1, scripted=scripted_low(lay))
     unit_ground, unit_success = unit_goal_features(lay), unit_goal_success(lay)
 
     def to_units(name: str, interval: int, n_goals: int, choice: Choice = "per_child") -> Layer:

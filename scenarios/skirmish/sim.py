@@ -37,6 +37,7 @@ DIRS = np.array([[0, 0], [1, 0], [_S, _S], [0, 1], [-_S, _S], [-1, 0], [-_S, -_S
 N_MOVES = 9
 REWARDS = ("dense", "outcome", "points_end")     # SkirmishConfig.reward
 GOAL_SAMPLERS = ("uniform", "team")             # SkirmishConfig.goal_sampler
+UNIT_SHAPINGS = ("distance", "progress")        # SkirmishConfig.unit_shaping
 COMMANDERS: tuple[str, ...] = get_args(Choice)  # SkirmishConfig.commander: a Layer's choice
 
 
@@ -75,6 +76,9 @@ class SkirmishConfig(ScenarioConfig):
     goal_sampler: str = "uniform"   # the units' goals while the layer above them is not trained (--skills,
                                     # --layer low): uniform, each unit its own uniform goal; team, one
                                     # uniform goal for the whole team, so the units learn to fight together
+    unit_shaping: str = "distance"  # the units' goal reward (their `intrinsic`): distance, minus the distance
+                                    # beyond reach every step; progress, paid for closing in, holding a point
+                                    # and damage to any enemy in range, never negative for staying alive
 
 
 def check_config(cfg: SkirmishConfig) -> None:
@@ -97,6 +101,9 @@ def check_config(cfg: SkirmishConfig) -> None:
     if cfg.goal_sampler not in GOAL_SAMPLERS:
         bad(f"goal_sampler={cfg.goal_sampler!r} is not a goal sampler",
             f"use one of {', '.join(GOAL_SAMPLERS)}, e.g. goal_sampler=team")
+    if cfg.unit_shaping not in UNIT_SHAPINGS:
+        bad(f"unit_shaping={cfg.unit_shaping!r} is not a unit shaping",
+            f"use one of {', '.join(UNIT_SHAPINGS)}, e.g. unit_shaping=progress")
     if cfg.size < 4 or cfg.point_radius <= 0 or cfg.speed <= 0:
         bad("size must be >= 4 and point_radius, speed > 0", "fix those values")
     if min(cfg.melee_hp, cfg.ranged_hp, cfg.melee_range, cfg.ranged_range) <= 0 or \

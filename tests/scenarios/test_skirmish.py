@@ -287,6 +287,59 @@ def test_flat_shaping_is_the_goal_shaping_with_the_nearest_enemy_as_goal():
     assert weighted.w_int == 0.1
 
 
+def _shaping_step(cfg: SkirmishConfig, flat: bool):
+    """One hand-placed step (opponents idle) and the units' shaping of `unit_shaping` for it.
+
+    Unit 2 (ranged) hits enemy 0 (hp 0.5) in range; unit 0 (melee, 4 from enemy 0) moves one step onto
+    it; unit 1 (melee) walks one step west, away from point 1; unit 3 stands on point 2; the rest hold
+    still in the far corner. Goals (3-layer team): units 0 and 2 enemy unit 0, unit 1 point 1, unit 3
+    point 2, the rest point 0. Returns (shaping [U], distance shaping [U], hp enemy 0 lost, layout)."""
+    from hdppo.scenarios.skirmish import flat_intrinsic, flat_progress_intrinsic, low_intrinsic, progress_intrinsic
+    from hdppo.team.scenario import LayerContext
+    env, lay = SkirmishBatch(cfg, 1, seed=0), _Layout(cfg)
+    place(env, {2: (5, 5), 0: (12, 5), 1: (5, 12), 3: POINTS[2]}, {0: (8, 5)}, enemy_hp={0: 0.5})
+    goals = np.zeros((1, U), np.int64)
+    goals[0, [0, 2]] = lay.P + lay.G + 0
+    goals[0, 1], goals[0, 3] = 1, 2
+    before = env.obs.copy()
+    env.step(act(env, u2=N_MOVES, u0=5, u1=5))                       # 5: west
+    lost = before[0, 2, env.o_enemy + 2] - env.obs[0, 2, env.o_enemy + 2]
+    if flat:
+        ctx = LayerContext(env.obs, env.alive, prev_features=before)
+        return flat_progress_intrinsic(lay)(ctx)[0], flat_intrinsic(lay)(ctx)[0], lost, lay
+    ctx = LayerContext(env.obs, env.alive, goal_features=_ground(env.obs, goals, lay), prev_features=before,
+                       prev_goal_features=_ground(before, goals, lay))
+    return progress_intrinsic(lay)(ctx)[0], low_intrinsic(lay)(ctx)[0], lost, lay
+
+
+def test_progress_shaping_pays_closing_in_holding_a_point_and_damage_never_a_cost_for_standing():
+    """unit_shaping=progress: 0.1 x the move's length closed on the goal, 0.05 on its goal point, 2 x the
+    goal enemy's hp lost plus 1 x the hp lost by enemies in range; where `distance` charges every step."""
+    cfg = cfg_with()
+    r, old, lost, lay = _shaping_step(cfg, flat=False)
+    assert lost > 0
+    assert r[2] == pytest.approx(3.0 * lost, rel=1e-5)                   # goal enemy hit from inside range
+    assert r[0] == pytest.approx(0.1 + 2.0 * lost, rel=1e-5)             # closed one full move, goal enemy hurt
+    away = (np.hypot(4 - 10, 12 - 10) - np.hypot(5 - 10, 12 - 10)) / cfg.speed
+    assert r[1] == pytest.approx(-0.1 * away, rel=1e-4)                  # backed off 0.94 of a move
+    assert r[3] == pytest.approx(0.05)                                   # on its goal point
+    assert np.all(r[4:] == 0.0) and np.all(old[4:] < 0)                  # standing far away: no cost, unlike distance
+    spec = SCENARIO.build_layers(SCENARIO.make_config({"unit_shaping": "progress"}))[-1]
+    assert spec.name == "low" and spec.w_int == 0.1
+
+
+def test_flat_progress_shaping_takes_the_nearest_enemy_as_goal():
+    cfg = cfg_with(layers=1)
+    r, old, lost, _ = _shaping_step(cfg, flat=True)
+    assert lost > 0
+    assert r[2] == pytest.approx(3.0 * lost, rel=1e-5)                   # nearest enemy hit from inside range
+    assert r[0] == pytest.approx(0.1 + 2.0 * lost, rel=1e-5)             # closed one move on the nearest enemy
+    assert r[4:] == pytest.approx(2.0 * lost, rel=1e-5)                  # standing: the nearest enemy's loss
+    assert np.all(old[4:] < 2.0 * lost - 0.1)                            # which distance also pays, minus a cost
+    spec = SCENARIO.build_layers(SCENARIO.make_config({"layers": 1, "unit_shaping": "progress"}))[0]
+    assert spec.w_int == 0.0                                             # still off unless w_int.low is set
+
+
 # ---- the units' goals while the layer above them is not trained (skills) ---------------------------
 def _skill_worker(sampler: str, seed: int = 0, **keys: str):
     """A worker of a skill run (`--skills`: the units trained, the layers above untrained)."""
@@ -326,8 +379,9 @@ def test_team_goal_sampler_gives_the_whole_team_one_goal_per_decision():
     assert not (goals == goals[:, :1]).all(axis=1).any()
 
 
-@pytest.mark.parametrize("key, value, fix", [("goal_sampler", "nearest", "team"), ("commander", "team", "broadcast")])
-def test_an_unknown_goal_sampler_or_commander_is_refused(key, value, fix):
+@pytest.mark.parametrize("key, value, fix", [("goal_sampler", "nearest", "team"), ("commander", "team", "broadcast"),
+                                             ("unit_shaping", "closeness", "progress")])
+def test_an_unknown_goal_sampler_commander_or_unit_shaping_is_refused(key, value, fix):
     with pytest.raises(ScenarioError) as err:
         SCENARIO.build_layers(cfg_with(**{key: value}))
     assert key in str(err.value) and fix in str(err.value)

@@ -19,7 +19,8 @@ DEFAULTS = {"layers": 3, "n_squads": 3, "squad_size": 4, "n_melee": 2, "n_points
             "melee_range": 1.5, "melee_damage": 0.25, "melee_cooldown": 2, "ranged_hp": 1.0, "ranged_range": 5.0,
             "ranged_damage": 0.2, "ranged_cooldown": 3, "w_damage": 4.0, "w_taken": 2.0, "w_kill": 2.0,
             "w_point": 0.01, "w_win": 4.0, "w_hit": 0.2, "reward": "dense", "commander": "per_child",
-            "goal_sampler": "uniform", "gamma": 0.99, "w_ext": {}, "w_int": {}, "interval": {}, "shared_reward": {}}
+            "goal_sampler": "uniform", "unit_shaping": "distance", "gamma": 0.99, "w_ext": {}, "w_int": {},
+            "interval": {}, "shared_reward": {}}
 
 
 def batch(**kw) -> SkirmishBatch:
