@@ -81,9 +81,9 @@ NOTES = [
 
 PLAN = ProtocolPlan(
     scenario="skirmish_long", outcome="win", steps=1_000_000,
-    flat=["layers=1"], flat_shaped=["layers=1", "w_int.low=0.1"], hier=["layers=3"],
-    skills=SkillStage(200_000, args=["interval.mid=16", "interval.high=32", "goal_sampler=team"], layer="low",
-                      then="high,mid"),
+    flat=["layers=1"], flat_shaped=["layers=1", "w_int.low=0.1", "unit_shaping=progress"], hier=["layers=3"],
+    skills=SkillStage(200_000, layer="low", then="high,mid",
+                      args=["interval.mid=16", "interval.high=32", "goal_sampler=team", "unit_shaping=progress"]),
     seeds=[0, 1, 2, 3, 4], common=["workers=2"], eval_episodes=100, out=Path("runs/evidence/skirmish-long"),
     also=["points_held", "enemies_killed", "units_lost"], rate=True, name="skirmish-long", notes=NOTES)
 
