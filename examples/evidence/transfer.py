@@ -11,7 +11,8 @@ Per task pair (`--task skirmish warehouse`: the first task, the *source*, and th
   goals of an untrained commander), then on the target a fresh commander and squads over those
   units, frozen: `--layer high,mid --load low=SKILLRUN`, the upper layers on the env reward;
 - `flat`, `flat_shaped`: a flat team from scratch on the target, on the env reward and with the
-  scenario's goal-free shaping where it has one (skirmish's `w_int.low=0.1`; warehouse has none);
+  scenario's goal-free shaping where it has one (skirmish's `w_int.low=0.1 unit_shaping=progress`;
+  warehouse has none);
 - `finetuned`: a flat team trained on the source for `--pretrain-steps` frames, then trained on on
   the target from those weights (`--layer all --load low=PRETRAINRUN`: `--load` on a layer that is
   trained is a warm start, docs/skills.md).
@@ -203,8 +204,9 @@ PLANS: dict[str, TransferPlan] = {
     "skirmish": TransferPlan(
         name="transfer-skirmish", outcome="win", source=Task("skirmish"),
         target=Task("skirmish", ["size=32", "difficulty=0.6"]), steps=1_000_000, skill_steps=200_000,
-        pretrain_steps=1_000_000, flat=["layers=1"], flat_shaped=["layers=1", "w_int.low=0.1"], hier=["layers=3"],
-        skill_args=["interval.mid=16", "interval.high=32"], then="high,mid", finetune_from=SHAPED,
+        pretrain_steps=1_000_000, flat=["layers=1"], flat_shaped=["layers=1", "w_int.low=0.1", "unit_shaping=progress"],
+        hier=["layers=3"], skill_args=["interval.mid=16", "interval.high=32", "unit_shaping=progress"], then="high,mid",
+        finetune_from=SHAPED,
         common=["workers=2"], out=Path("runs/evidence/transfer-skirmish"), also=["enemies_killed", "units_lost"],
         rate=True),
     # warehouse: robots trained in the default 12x10 warehouse with 2 stations, reused in a 16x14 one
