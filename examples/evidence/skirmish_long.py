@@ -55,6 +55,12 @@ NOTES = [
     "losing 0.08 of its units. The issue's target (the hierarchy >= 60% where the better flat arm < 20%) "
     "cannot be met on this map with this opponent; what the arms can still differ in is how soon they win "
     "and what they lose doing it (steps to threshold, units_lost).",
+    "The issue's other sparse reward, only the points held at the end (`reward=points_end`), does not need a "
+    "hierarchy either (seed 0, probes cut short, training curves of metrics/run.csv): the shaped flat team "
+    "(the flat_shaped arm's arguments plus `reward=points_end`) wins every training episode from 96k frames and "
+    "holds 0.34 of the points at the end by 469k, still rising; the hierarchy (the plan's skill run and "
+    "commander, both with `reward=points_end`) holds 0.23-0.26 over its first 336k frames under the "
+    "commander. A flat team learns to spread onto the points before its last kill by itself.",
     "A diagnostic from before the change, still the one measure of the upper layers alone: the commander "
     "and squads trained over the scripted units (`hdppo train skirmish_long --layer high,mid --steps "
     "1000000 --seed 0 workers=2`; an untrained low layer plays `scripted_low`) on the win reward alone won "
