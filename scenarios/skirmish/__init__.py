@@ -178,8 +178,9 @@ def low_intrinsic(lay: _Layout) -> Hook:
 def progress_intrinsic(lay: _Layout) -> Hook:
     """`unit_shaping=progress`: 0.1 per move's length the unit closed on its goal this step (negative
     when it backs off; 0 once the goal enemy is destroyed), 0.05 per step on its goal point, 2 x the goal
-    enemy's loss of hp / alive fraction, and 1 x the hp lost by every enemy that was in its range. Never
-    negative for a unit that holds still, so dying does not end a cost (as it does under `distance`)."""
+    enemy's loss of hp / alive fraction, and 1 x the hp lost by every enemy that was in its range. A unit
+    pays only for ground it loses, not for the steps it lives away from its goal, so dying does not end a
+    cost (as it does under `distance`)."""
     def intrinsic(ctx: LayerContext) -> np.ndarray:
         gf, f, pg, prev = ctx.goal_features, ctx.features, ctx.prev_goal_features, ctx.prev_features
         assert f is not None

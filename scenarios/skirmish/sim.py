@@ -78,7 +78,7 @@ class SkirmishConfig(ScenarioConfig):
                                     # uniform goal for the whole team, so the units learn to fight together
     unit_shaping: str = "distance"  # the units' goal reward (their `intrinsic`): distance, minus the distance
                                     # beyond reach every step; progress, paid for closing in, holding a point
-                                    # and damage to any enemy in range, never negative for staying alive
+                                    # and damage to any enemy in range, no cost for living away from the goal
 
 
 def check_config(cfg: SkirmishConfig) -> None:
