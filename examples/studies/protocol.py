@@ -531,7 +531,8 @@ def _per(values: Sequence[float], digits: int = 2) -> str:
 
 
 def _k(steps: float) -> str:
-    return f"{steps / 1000:,.0f}k" if steps >= 10_000 else f"{steps:,.0f}"
+    """Frames in thousands from 10k on (either sign: an interval's lower bound can be negative)."""
+    return f"{steps / 1000:,.0f}k" if abs(steps) >= 10_000 else f"{steps:,.0f}"
 
 
 def _steps_ci(ci: Sequence[float]) -> str:

@@ -18,6 +18,7 @@ from examples.studies.protocol import (
     ProtocolPlan,
     SkillStage,
     _ci,
+    _steps_ci,
     arm_commands,
     better_flat,
     check_budget,
@@ -87,6 +88,13 @@ def test_steps_to_threshold_interval_over_the_seeds_that_reached_it():
     one = reach_ci([None, 700.0])
     assert one["reached"] == 1 and one["ci"][0] == 700.0 and np.isnan(one["ci"][1])
     assert reach_ci([None, None])["reached"] == 0
+
+
+def test_steps_intervals_print_thousands_on_both_sides_of_zero():
+    """Two seeds far apart give a lower bound below zero: it reads in thousands like the rest."""
+    assert _steps_ci((467_000.0, -3_422_397.0, 4_356_000.0)) == "467k [-3,422k, 4,356k]"
+    assert _steps_ci((8_000.0, 5_000.0, 9_500.0)) == "8,000 [5,000, 9,500]"
+    assert _steps_ci((171_000.0, float("nan"), float("nan"))) == "171k (one seed: no interval)"
 
 
 def test_random_commander_difference_is_paired_by_seed():
