@@ -41,9 +41,9 @@ NOTES = [
     "peaked at 0.92 at 276k frames and fell under 0.05 by 1M (final eval 0.03; at 2M, 0.54 at 354k, then "
     "0.00: skirmish-long-2m.md, made with it); the skill run killed 0.19 of the enemy team, and the "
     "hierarchy won no episode in six designs of its skill stage and commander (per-unit and team-wide skill "
-    "goals; units "
-    "trained on under the commander; a commander giving the whole team one goal; the skills paid the dense "
-    "env reward; 500k frames of skills; the git history of this page has their commands). Under `progress` "
+    "goals; units trained on under the commander; a commander giving the whole team one goal; the skills "
+    "paid the dense env reward; 500k frames of skills; the git history of this page has their commands). "
+    "Under `progress` "
     "(the same seed and budgets) the shaped flat team wins 1.00 of its training episodes from about 150k "
     "frames on and keeps it, and the skill run, under random team goals, kills 0.96 and wins 0.89.",
     "So the preset no longer poses its question. It was chosen, from fixed controllers, so that the better "

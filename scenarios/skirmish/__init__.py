@@ -98,6 +98,14 @@ class _Layout:
         self.reach = np.array([cfg.melee_range, cfg.ranged_range]) / cfg.size
         self.stride = cfg.speed / cfg.size          # one move, in the observation's units
 
+    def enemies(self, f: np.ndarray) -> np.ndarray:
+        """The enemy block of unit features [E, N, D] as [E, N, K, (rel x, rel y, hp frac, in range)]."""
+        return f[..., self.enemy:self.point].reshape(*f.shape[:2], self.K, 4)
+
+    def own_reach(self, f: np.ndarray) -> np.ndarray:
+        """Each unit's attack range [E, N] (melee or ranged, from its features), in the observation's units."""
+        return self.reach[(f[..., 3] > 0.5).astype(np.int64)]
+
 
 def _ground(feats: np.ndarray, goals: np.ndarray, lay: _Layout) -> np.ndarray:
     """Goal index -> [vector, distance, is_enemy, status] from unit-observation-shaped features.
@@ -185,18 +193,41 @@ def progress_intrinsic(lay: _Layout) -> Hook:
         gf, f, pg, prev = ctx.goal_features, ctx.features, ctx.prev_goal_features, ctx.prev_features
         assert f is not None
         enemy = gf[..., 3] > 0.5
-        reach = np.where(enemy, lay.reach[(f[..., 3] > 0.5).astype(np.int64)], lay.reach_point)
+        reach = np.where(enemy, lay.own_reach(f), lay.reach_point)
         beyond = np.maximum(gf[..., 2] - reach, 0.0)
         r = 0.05 * (~enemy & (beyond <= 0))
         if pg is None or prev is None:
             return r
-        closed = np.clip((np.maximum(pg[..., 2] - reach, 0.0) - beyond) / lay.stride, -1.0, 1.0)
+        closed = _closed(lay, np.maximum(pg[..., 2] - reach, 0.0), beyond)
         standing = ~enemy | ((gf[..., 4] > 0) & (pg[..., 4] > 0))
         r = r + 0.1 * np.where(standing, closed, 0.0) + 2.0 * enemy * np.clip(pg[..., 4] - gf[..., 4], 0.0, 1.0)
-        shape = (*f.shape[:2], lay.K, 4)
-        was, now = prev[..., lay.enemy:lay.point].reshape(shape), f[..., lay.enemy:lay.point].reshape(shape)
-        return r + (np.clip(was[..., 2] - now[..., 2], 0.0, 1.0) * (was[..., 3] > 0)).sum(-1)
+        was = lay.enemies(prev)
+        return r + (_hp_lost(was, lay.enemies(f)) * (was[..., 3] > 0)).sum(-1)
     return intrinsic
+
+
+def _closed(lay: _Layout, beyond_was: np.ndarray, beyond_now: np.ndarray) -> np.ndarray:
+    """Ground closed on a target this step, in moves of length `speed`, clipped to [-1, 1]."""
+    return np.clip((beyond_was - beyond_now) / lay.stride, -1.0, 1.0)
+
+
+def _hp_lost(was: np.ndarray, now: np.ndarray) -> np.ndarray:
+    """Each enemy's loss of hp fraction this step [E, N, K] from two enemy blocks (`_Layout.enemies`)."""
+    return np.clip(was[..., 2] - now[..., 2], 0.0, 1.0)
+
+
+def _enemy_distances(en: np.ndarray) -> np.ndarray:
+    """Distance to each living enemy [E, N, K] of an enemy block; inf for a dead one."""
+    return np.where(en[..., 2] > 0, np.sqrt((en[..., :2] ** 2).sum(-1)), np.inf)
+
+
+def _nearest(lay: _Layout, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The nearest living enemy of each unit: its index [E, N], its distance (inf: none alive) and
+    every enemy's hp fraction [E, N, K]."""
+    en = lay.enemies(f)
+    dist = _enemy_distances(en)
+    k = dist.argmin(-1)
+    return k, np.take_along_axis(dist, k[..., None], -1)[..., 0], en[..., 2]
 
 
 def flat_intrinsic(lay: _Layout) -> Hook:
@@ -204,22 +235,16 @@ def flat_intrinsic(lay: _Layout) -> Hook:
     (which needs no goals): -(its distance beyond the unit's attack range), plus 2 x the loss of hp
     / alive of the enemy that was nearest before this step. Weight it with `w_int.low` (0 by default;
     the 3-layer team's units use 0.1), so a flat team can get the same dense shaping."""
-    def nearest(f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        en = f[..., lay.enemy:lay.point].reshape(*f.shape[:2], lay.K, 4)
-        dist = np.where(en[..., 2] > 0, np.sqrt((en[..., :2] ** 2).sum(-1)), np.inf)
-        k = dist.argmin(-1)
-        return k, np.take_along_axis(dist, k[..., None], -1)[..., 0], en[..., 2]
-
     def intrinsic(ctx: LayerContext) -> np.ndarray:
         f = ctx.features
         assert f is not None
-        _, d, _ = nearest(f)
-        reach = lay.reach[(f[..., 3] > 0.5).astype(np.int64)]
+        _, d, _ = _nearest(lay, f)
+        reach = lay.own_reach(f)
         r = np.where(np.isfinite(d), -np.maximum(d - reach, 0.0), 0.0)
         prev = ctx.prev_features
         if prev is not None:
-            k, d_prev, hp_prev = nearest(prev)
-            hp_now = f[..., lay.enemy:lay.point].reshape(*f.shape[:2], lay.K, 4)[..., 2]
+            k, d_prev, hp_prev = _nearest(lay, prev)
+            hp_now = lay.enemies(f)[..., 2]
             pick = k[..., None]
             loss = (np.take_along_axis(hp_prev, pick, -1) - np.take_along_axis(hp_now, pick, -1))[..., 0]
             r = r + 2.0 * np.where(np.isfinite(d_prev), np.clip(loss, 0.0, 1.0), 0.0)
@@ -236,18 +261,15 @@ def flat_progress_intrinsic(lay: _Layout) -> Hook:
         assert f is not None
         if prev is None:
             return np.zeros(f.shape[:2])
-        shape = (*f.shape[:2], lay.K, 4)
-        was, now = prev[..., lay.enemy:lay.point].reshape(shape), f[..., lay.enemy:lay.point].reshape(shape)
-        dist = lambda en: np.sqrt((en[..., :2] ** 2).sum(-1))                        # noqa: E731
-        d_was = np.where(was[..., 2] > 0, dist(was), np.inf)
-        k = d_was.argmin(-1)[..., None]
-        pick = lambda a: np.take_along_axis(a, k, -1)[..., 0]                       # noqa: E731
-        reach = lay.reach[(f[..., 3] > 0.5).astype(np.int64)]
-        standing = np.isfinite(pick(d_was)) & (pick(now[..., 2]) > 0)
-        beyond_was = np.maximum(np.where(standing, pick(d_was), 0.0) - reach, 0.0)
-        closed = np.clip((beyond_was - np.maximum(pick(dist(now)) - reach, 0.0)) / lay.stride, -1.0, 1.0)
-        loss = np.clip(was[..., 2] - now[..., 2], 0.0, 1.0)
-        return (0.1 * np.where(standing, closed, 0.0) + 2.0 * np.where(np.isfinite(pick(d_was)), pick(loss), 0.0)
+        was, now = lay.enemies(prev), lay.enemies(f)
+        k, d_was, _ = _nearest(lay, prev)
+        pick = lambda a: np.take_along_axis(a, k[..., None], -1)[..., 0]            # noqa: E731
+        reach = lay.own_reach(f)
+        standing = np.isfinite(d_was) & (pick(now[..., 2]) > 0)                    # it lives on: d_now finite
+        beyond_was = np.maximum(np.where(standing, d_was, 0.0) - reach, 0.0)
+        closed = _closed(lay, beyond_was, np.maximum(pick(_enemy_distances(now)) - reach, 0.0))
+        loss = _hp_lost(was, now)
+        return (0.1 * np.where(standing, closed, 0.0) + 2.0 * np.where(np.isfinite(d_was), pick(loss), 0.0)
                 + (loss * (was[..., 3] > 0)).sum(-1))
     return intrinsic
 
