@@ -46,6 +46,7 @@ F0 = VIEW_DIM                       # unit features start here; squad features a
 N_POOL = OBS_DIM - VIEW_DIM         # 10 pooled unit features
 POOL_LOW = np.array([0, 0, -1, -1, -1, -1, 0, 0, 0, 0, 0], np.float32)      # + fraction alive
 POOL_SPACE = gym.spaces.Box(POOL_LOW, np.ones(N_POOL + 1, np.float32), dtype=np.float32)
+MOVE_CELLS = 2.0                    # the longest move of a battle_v4 unit (sim.MOVES)
 GOAL_SPACE = gym.spaces.Box(np.array([-1, -1, 0], np.float32), np.ones(3, np.float32), dtype=np.float32)
 
 
@@ -66,6 +67,12 @@ class BattleConfig(ScenarioConfig):
     # that swinging at nothing does not teach a fresh policy never to attack; dead -2 so that dying early
     # costs more than living (200 steps x -0.005 = -1)
     rewards: dict[str, float] = field(default_factory=lambda: {"attack_penalty": 0.0, "dead_penalty": -2.0})
+    unit_shaping: str = "distance"  # the units' goal reward (x w_int.low): distance, minus the distance to the
+                                    # goal every step; progress, paid for ground closed on it and for standing
+                                    # on it, no cost for living away from it (see progress_intrinsic)
+
+
+UNIT_SHAPINGS = ("distance", "progress")       # BattleConfig.unit_shaping
 
 
 def check_config(cfg: BattleConfig) -> None:
@@ -80,6 +87,9 @@ def check_config(cfg: BattleConfig) -> None:
         bad("squad_size, max_cycles and regions must be >= 1 and reach > 0", "fix those values")
     if not 0.0 <= cfg.opponent_eps <= 1.0:
         bad(f"opponent_eps={cfg.opponent_eps} is not a probability", "use 0 <= opponent_eps <= 1")
+    if cfg.unit_shaping not in UNIT_SHAPINGS:
+        bad(f"unit_shaping={cfg.unit_shaping!r} is not a unit shaping",
+            f"use one of {', '.join(UNIT_SHAPINGS)}, e.g. unit_shaping=progress")
     unknown = set(cfg.rewards) - {"step_reward", "dead_penalty", "attack_penalty", "attack_opponent_reward"}
     if unknown:
         bad(f"rewards names unknown battle_v4 reward {sorted(unknown)[0]!r}",
@@ -221,10 +231,24 @@ def make_layers(cfg: BattleConfig) -> list[Layer]:
     def squad_success(ctx: LayerContext) -> np.ndarray:
         return np.linalg.norm(ctx.goal_features[..., :2], axis=-1) <= 2 * reach
 
-    def low_intrinsic(ctx: LayerContext) -> np.ndarray:
-        """0 at the goal, else minus the normalised distance to it (in [-1, 0])."""
+    def distance_intrinsic(ctx: LayerContext) -> np.ndarray:
+        """`unit_shaping=distance`: 0 at the goal, else minus the normalised distance to it (in [-1, 0])
+        every step. A dead unit's stream ends, so for a unit away from its goal dying ends a cost."""
         d = np.linalg.norm(ctx.goal_features[..., :2], axis=-1) / np.sqrt(2)
         return np.where(unit_success(ctx), 0.0, -d)
+
+    def progress_intrinsic(ctx: LayerContext) -> np.ndarray:
+        """`unit_shaping=progress`: 0.1 per longest move (2 cells) closed on the goal this step, beyond
+        its reach (negative when the unit backs off; clipped to one move), and 0.05 per step on the goal
+        (`unit_success`). Living away from the goal costs nothing, so dying never pays."""
+        gf, pg = ctx.goal_features, ctx.prev_goal_features
+        r = 0.05 * unit_success(ctx)
+        if pg is None:
+            return r
+        reach_cells = np.where(gf[..., 2] > 0.5, 1.5, cfg.reach)
+        beyond_now = np.maximum(np.linalg.norm(gf[..., :2], axis=-1) * s - reach_cells, 0.0)
+        beyond_was = np.maximum(np.linalg.norm(pg[..., :2], axis=-1) * s - reach_cells, 0.0)
+        return r + 0.1 * np.clip((beyond_was - beyond_now) / MOVE_CELLS, -1.0, 1.0)
 
     def scripted_low(decision: Any) -> np.ndarray:
         """Attack an adjacent enemy, else move toward the grounded goal (stop next to an engaged enemy)."""
@@ -235,7 +259,8 @@ def make_layers(cfg: BattleConfig) -> list[Layer]:
         return out.reshape(E, S).astype(np.int64)
 
     goal: gym.spaces.Discrete = gym.spaces.Discrete(n_goals)
-    low = Layer("low", interval=1, intrinsic=low_intrinsic, w_int=0.1, scripted=scripted_low)
+    intrinsic = progress_intrinsic if cfg.unit_shaping == "progress" else distance_intrinsic
+    low = Layer("low", interval=1, intrinsic=intrinsic, w_int=0.1, scripted=scripted_low)
 
     def over_units(name: str, interval: int) -> Layer:
         """The layer above the units: a point (or engage) per unit."""

@@ -159,3 +159,46 @@ def test_bad_config_is_explained():
         SCENARIO.batched_env(SCENARIO.make_config({"map_size": "12"}), 1, 0)
     with pytest.raises(ScenarioError, match="rewards"):
         SCENARIO.batched_env(SCENARIO.make_config({"rewards.kill": "1"}), 1, 0)
+
+
+# ---- the units' goal shaping (unit_shaping) ----------------------------------------------------
+def _low_hook(shaping: str):
+    cfg = SCENARIO.make_config({"unit_shaping": shaping})
+    low = SCENARIO.build_layers(cfg)[-1]
+    assert low.name == "low" and low.w_int == 0.1
+    return low.intrinsic, float(cfg.map_size - 1)
+
+
+def _goal(dx_cells: float, dy_cells: float, engage: bool, s: float) -> list[float]:
+    """A unit's grounded goal: the vector to it / (map_size - 1), and the engage flag."""
+    return [dx_cells / s, dy_cells / s, float(engage)]
+
+
+def test_progress_shaping_pays_ground_closed_and_standing_on_the_goal_never_living_away():
+    """unit_shaping=progress on one step of five units: 0.1 per 2-cell move closed beyond the goal's
+    reach (reach 2 cells for a point, 1.5 for engage), minus that backing off, 0.05 on the goal, and
+    0 for holding still away from it, where `distance` charges it every step (so dying ended a cost)."""
+    from hdppo.team.scenario import LayerContext
+    progress, s = _low_hook("progress")
+    distance, _ = _low_hook("distance")
+    before = [_goal(10, 0, False, s), _goal(10, 0, False, s), _goal(10, 0, False, s), _goal(3, 0, False, s),
+              _goal(0, 6.5, True, s)]
+    after = [_goal(8, 0, False, s),            # closed one full move (2 cells)
+             _goal(10, 0, False, s),           # held still, 10 cells away
+             _goal(11, 0, False, s),           # backed off 1 cell: half a move
+             _goal(1, 0, False, s),            # stepped onto its point (within reach 2): 1 cell of the 2 closed
+             _goal(0, 1.0, True, s)]           # engaged: 5 cells closed beyond reach 1.5, clipped to one move
+    gf, pg = np.array([after], np.float32), np.array([before], np.float32)
+    alive = np.ones((1, 5), bool)
+    r = progress(LayerContext(None, alive, goal_features=gf, prev_goal_features=pg))[0]
+    assert r == pytest.approx([0.1, 0.0, -0.05, 0.05 + 0.05, 0.05 + 0.1], abs=1e-6)
+    old = distance(LayerContext(None, alive, goal_features=gf, prev_goal_features=pg))[0]
+    assert old[1] == pytest.approx(-10 / s / np.sqrt(2), rel=1e-5)      # the cost progress does not charge
+    first = progress(LayerContext(None, alive, goal_features=gf))[0]   # an episode's first step: no before
+    assert first == pytest.approx([0, 0, 0, 0.05, 0.05])
+
+
+def test_unknown_unit_shaping_is_refused_with_the_choices():
+    refused = r"(?s)unit_shaping='potential' is not a unit shaping.*use one of distance, progress"
+    with pytest.raises(ScenarioError, match=refused):
+        SCENARIO.build_layers(SCENARIO.make_config({"unit_shaping": "potential"}))
