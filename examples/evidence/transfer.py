@@ -205,7 +205,7 @@ PLANS: dict[str, TransferPlan] = {
         name="transfer-skirmish", outcome="win", source=Task("skirmish"),
         target=Task("skirmish", ["size=32", "difficulty=0.6"]), steps=1_000_000, skill_steps=200_000,
         pretrain_steps=1_000_000, flat=["layers=1"], flat_shaped=["layers=1", "w_int.low=0.1", "unit_shaping=progress"],
-        hier=["layers=3"], skill_args=["interval.mid=16", "interval.high=32", "unit_shaping=progress"], then="high,mid",
+        hier=["layers=3"], skill_args=["interval.mid=16", "interval.high=32", "goal_sampler=team", "unit_shaping=progress"], then="high,mid",
         finetune_from=SHAPED,
         common=["workers=2"], out=Path("runs/evidence/transfer-skirmish"), also=["enemies_killed", "units_lost"],
         rate=True),
