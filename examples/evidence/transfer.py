@@ -83,6 +83,9 @@ from examples.studies.protocol import (
     campaign,
     check_budget_record,
     check_runs,
+    commander_record,
+    diagnose,
+    diagnostics_lines,
     incomplete,
     on_grid,
     reach_ci,
@@ -205,7 +208,8 @@ PLANS: dict[str, TransferPlan] = {
         name="transfer-skirmish", outcome="win", source=Task("skirmish"),
         target=Task("skirmish", ["size=32", "difficulty=0.6"]), steps=1_000_000, skill_steps=200_000,
         pretrain_steps=1_000_000, flat=["layers=1"], flat_shaped=["layers=1", "w_int.low=0.1", "unit_shaping=progress"],
-        hier=["layers=3"], skill_args=["interval.mid=16", "interval.high=32", "goal_sampler=team", "unit_shaping=progress"], then="high,mid",
+        hier=["layers=3"], then="high,mid",
+        skill_args=["interval.mid=16", "interval.high=32", "goal_sampler=team", "unit_shaping=progress"],
         finetune_from=SHAPED,
         common=["workers=2"], out=Path("runs/evidence/transfer-skirmish"), also=["enemies_killed", "units_lost"],
         rate=True),
@@ -256,12 +260,15 @@ def run_record(plan: TransferPlan, arm: str, seed: int, eval_seed: int = EVAL_SE
     the commands, configs and provenance of its runs (the source run first)."""
     runs = plan.runs(arm)
     source = SOURCE.get(arm)
-    return base_record(plan, arm, seed, [plan.run_dir(r, seed) for r in runs],
+    rec = base_record(plan, arm, seed, [plan.run_dir(r, seed) for r in runs],
                        [plan.command(r, seed) for r in runs], outcome_curve(plan.run_dir(arm, seed), plan.outcome),
                        plan.budgets(), eval_seed, frames=frames(plan.run_dir(arm, seed)),
                        source_frames=frames(plan.run_dir(source, seed)) if source else None,
                        minutes=run_minutes(plan, arm, seed),
                        source_minutes=run_minutes(plan, source, seed) if source else None)
+    if arm == TRANSFER:      # the protocol's diagnostics of a hierarchy: its fresh commander over the skills
+        rec.update(commander_record(plan.run_dir(arm, seed), plan.eval_episodes, eval_seed + seed, plan.outcome))
+    return rec
 
 
 def arm_commands(plan: TransferPlan, arm: str, seed: int) -> list[list[str]]:
@@ -398,6 +405,8 @@ def summarize(plan: TransferPlan, eval_seed: int = EVAL_SEED, known: Records | N
         if arms[arm]["source_frames"] is not None:
             entry["counted"] = judge(fractions(steps, plan.steps, arms[arm]["source_frames"]), plan.goal)
         arms[arm]["to_threshold"] = entry
+    mine = [records[TRANSFER, s] for s in plan.seeds]
+    out["why"] = diagnose(mine, plan.rate) if all("random_top" in r for r in mine) else None
     out["records"] = list(records.values())
     return out
 
@@ -485,11 +494,13 @@ def markdown(plan: TransferPlan, summary: dict[str, Any], png_name: str, command
         v = arms[TRANSFER]["to_threshold"]["fraction"]["verdict"]
         lines += ["", f"**Verdict: the transfer arm {VERDICTS[v]}** (at most {plan.goal} of the budget, every seed, "
                       "the interval included)."]
-    success = arms[TRANSFER]["goal_success"]
-    if success:
-        lines += ["", "Goal success on the target (final eval: the share of the goals each layer received that it "
-                      "reached), of the transfer arm:", ""]
-        lines += [f"- `{layer}`: {_ci(g['ci'])} (per seed {_per(g['per_seed'], 3)})" for layer, g in success.items()]
+    if summary.get("why"):
+        met = th is not None and arms[TRANSFER]["to_threshold"]["fraction"]["verdict"] == "meets"
+        head = "What the transfer arm's parts do" if met else "Why the transfer arm does not meet the target"
+        lines += ["", *diagnostics_lines(summary["why"], o, arms[TRANSFER]["ci"], head, "the transfer arm")]
+    else:
+        lines += ["", "The transfer arm's records predate its diagnostics (the random commander, its entropy): "
+                      "rerun the report where its run folders are to add them."]
     lines += ["", "Runs (exact commands; each arm's source run before it):", ""]
     for arm in plan.arms():
         lines += [f"- `{c}`" for c in arms[arm]["commands"]]

@@ -350,10 +350,17 @@ def run_record(plan: ProtocolPlan, arm: str, seed: int, eval_seed: int = EVAL_SE
                       seed_points(plan, arm, seed, plan.outcome), plan.budget(), eval_seed,
                       frames=frames(plan, arm, seed), minutes=seed_minutes(plan, arm, seed))
     if arm == HIER:
-        top, n_goals = top_layer(run)
-        uniform = final_episodes(run, plan.eval_episodes, eval_seed + seed, uniform=(top,))
-        rec.update(top=top, n_goals=n_goals, random_top=_mean(uniform, plan.outcome), entropy=late_entropy(run, top))
+        rec.update(commander_record(run, plan.eval_episodes, eval_seed + seed, plan.outcome))
     return rec
+
+
+def commander_record(run: Path, episodes: int, eval_seed: int, outcome: str) -> dict[str, Any]:
+    """What `diagnose` needs of a hierarchy's run beyond its final eval: its top layer and goal count,
+    the final `outcome` with that layer uniformly random (played once, cached in the run) and the
+    layer's late entropy."""
+    top, n_goals = top_layer(run)
+    uniform = final_episodes(run, episodes, eval_seed, uniform=(top,))
+    return {"top": top, "n_goals": n_goals, "random_top": _mean(uniform, outcome), "entropy": late_entropy(run, top)}
 
 
 def base_record(plan: Any, arm: str, seed: int, runs: list[Path], commands: list[list[str]],
@@ -651,12 +658,17 @@ def incomplete(pending: Sequence[int], seeds: Sequence[int], needs: str) -> list
 
 def why_lines(plan: ProtocolPlan, summary: dict[str, Any]) -> list[str]:
     """The diagnostics section: goal success per layer, commander entropy, the random commander."""
-    why, o = summary["why"], plan.outcome
-    top = why["top"]
     head = ("Why the hierarchy does not win here" if summary["verdict"] != "stands"
             else "What the hierarchy's parts do")
+    return diagnostics_lines(summary["why"], plan.outcome, summary["arms"][HIER]["ci"], head, "the hierarchy")
+
+
+def diagnostics_lines(why: dict[str, Any], o: str, trained: CI, head: str, whose: str) -> list[str]:
+    """A `diagnose` result as a section headed `head`: goal success per layer, the commander's late
+    entropy, and the final `o` with a uniformly random commander against the trained one's (`trained`)."""
+    top = why["top"]
     lines = [f"## {head}", "",
-             "From the hierarchy's finished runs, per seed, then the mean with a 95% t interval across the seeds.",
+             f"From {whose}'s finished runs, per seed, then the mean with a 95% t interval across the seeds.",
              "", "| measure | mean [95% CI] | per seed | read against |", "|---|---|---|---|"]
     for layer, g in why["goal_success"].items():
         n, ok = g["goals"]
@@ -669,8 +681,7 @@ def why_lines(plan: ProtocolPlan, summary: dict[str, Any]) -> list[str]:
                  f"{_ci(e['ci'])} | {_per(e['per_seed'], 3)} | {ref} |")
     r = why["random_top"]
     lines.append(f"| final {o} with `{top}` uniformly random (`hdppo eval --uniform {top}`) | {_ci(r['ci'])} | "
-                 f"{_per(r['per_seed'])} | the trained commander: "
-                 f"{_ci(summary['arms'][HIER]['ci'])} |")
+                 f"{_per(r['per_seed'])} | the trained commander: {_ci(trained)} |")
     lines.append(f"| trained minus random commander (paired by seed) | {_ci(r['trained_minus_random'])} | | |")
     lines.append("")
     if not why["goal_success"]:

@@ -9,6 +9,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from examples.evidence.transfer import (
@@ -29,6 +30,7 @@ from examples.evidence.transfer import (
     fractions,
     from_records,
     judge,
+    markdown,
     run,
     stale_records,
     summarize,
@@ -94,8 +96,9 @@ BUDGET = 10_000
 
 
 def _run(run: Path, points: list[tuple[int, float]], final: list[float], frames: int = BUDGET,
-         eval_seed: int = 12345) -> None:
-    """A finished run: its training curve (metrics/run.csv) and its cached final eval."""
+         eval_seed: int = 12345, random_commander: list[float] | None = None) -> None:
+    """A finished run: its training curve (metrics/run.csv) and its cached final eval (and that with
+    its commander `high`, grid's top layer, uniformly random)."""
     run.mkdir(parents=True)
     (run / "state.json").write_text(json.dumps({"env_steps": frames, "finished": True}))
     (run / "config.json").write_text(json.dumps({"scenario": "grid", "scenario_overrides": {}, "train": {},
@@ -109,6 +112,10 @@ def _run(run: Path, points: list[tuple[int, float]], final: list[float], frames:
     (run / "evidence_eval.json").write_text(json.dumps({
         "key": {"episodes": len(final), "seed": eval_seed + seed, "env_steps": frames}, "records": records,
         "goals": {"low": {"all": [10, 4]}}}))
+    if random_commander is not None:
+        (run / "evidence_eval-uniform-high.json").write_text(json.dumps({
+            "key": {"episodes": len(final), "seed": eval_seed + seed, "env_steps": frames},
+            "records": [{"win": w, "team_return": 0.0} for w in random_commander]}))
 
 
 def test_the_summary_by_hand(tmp_path):
@@ -123,8 +130,9 @@ def test_the_summary_by_hand(tmp_path):
         _run(plan.run_dir(SKILLS, seed), [], [0.0, 0.0], frames=1000)
         _run(plan.run_dir(PRETRAIN, seed), [], [0.0, 0.0], frames=4000)
     # the transfer arm reaches 0.6 at 2000 (seed 0) and 3000 (seed 1): 0.2 and 0.3 of the budget
-    _run(plan.run_dir(TRANSFER, 0), [(1000, 0.3), (2000, 0.7), (BUDGET, 0.8)], [1.0, 1.0])
-    _run(plan.run_dir(TRANSFER, 1), [(1000, 0.5), (3000, 0.6), (BUDGET, 0.7)], [1.0, 0.0])
+    # its commander made random: 0.5 and 0.0 (trained minus random: 0.5 in both seeds)
+    _run(plan.run_dir(TRANSFER, 0), [(1000, 0.3), (2000, 0.7), (BUDGET, 0.8)], [1.0, 1.0], random_commander=[1.0, 0.0])
+    _run(plan.run_dir(TRANSFER, 1), [(1000, 0.5), (3000, 0.6), (BUDGET, 0.7)], [1.0, 0.0], random_commander=[0.0, 0.0])
     # the fine-tuned team: seed 0 at 1000 (0.1), seed 1 never
     _run(plan.run_dir(FINETUNED, 0), [(1000, 0.6), (BUDGET, 0.6)], [0.5, 0.5])
     _run(plan.run_dir(FINETUNED, 1), [(1000, 0.2), (BUDGET, 0.5)], [0.5, 0.5])
@@ -146,6 +154,15 @@ def test_the_summary_by_hand(tmp_path):
     assert arms[TRANSFER]["source_frames"] == [1000, 1000] and arms[FINETUNED]["source_frames"] == [4000, 4000]
     assert arms[TRANSFER]["goal_success"]["low"]["per_seed"] == [0.4, 0.4]
     assert "counted" not in arms[FLAT]["to_threshold"]
+    why = s["why"]                       # the protocol's diagnostics of the transfer arm's fresh commander
+    assert why["top"] == "high" and why["n_goals"] == 4
+    assert why["random_top"]["per_seed"] == [0.5, 0.0]
+    assert why["random_top"]["trained_minus_random"] == pytest.approx((0.5, 0.5, 0.5))   # paired: no spread
+    assert np.isnan(why["entropy"]["per_seed"]).all()                  # no metrics/high.csv in these runs
+    page = markdown(plan, s, "t.png", "python examples/evidence/transfer.py")
+    assert "## Why the transfer arm does not meet the target" in page
+    assert "| final win with `high` uniformly random (`hdppo eval --uniform high`) | 0.250" in page
+    assert "its choices matter" in page
 
 
 # ---- the seeds' records (the report's data file) -------------------------------------------------
