@@ -91,4 +91,5 @@ def smax_scenario(map_name: str, *, name: str | None = None, description: str = 
     return jaxmarl_scenario(smax_env, name=name or f"smax_{map_name}", batch=SmaxBatch,
                             description=description or f"SMAX {map_name} vs JaxMARL's heuristic enemy",
                             make_layers=smax_hier.layers, make_graph=smax_hier.graph, goal_xy=smax_hier.goal_xy,
-                            team_keys={"hier": hier, "hold": False}, map_name=map_name, **params)
+                            team_keys={"hier": hier, "hold": False, "goal_sampler": "uniform"},
+                            map_name=map_name, **params)

@@ -28,6 +28,9 @@ enemy, each squad assigns each of its units an enemy (its own target passed thro
 - Scripted layers (for layer views and bottom-up schedules): squads pass their own target to every
   unit; units attack their enemy when the mask allows it, else walk to it, else attack any enemy in
   range, else stop.
+- The commander's goals while it is not trained (`--skills`, `--layer low`): `goal_sampler=uniform`
+  (the default) draws each squad its own living enemy; `team` draws one living enemy per decision
+  for every squad of a copy (`team_target`), so the units learn to fire together at one target.
 """
 from __future__ import annotations
 
@@ -215,11 +218,44 @@ def scripted_mid(sz: Sizes) -> Callable[[Any], np.ndarray]:
     return act
 
 
+GOAL_SAMPLERS = ("uniform", "team")            # the `goal_sampler` key (with hier=true)
+
+
+def team_target(sz: Sizes) -> Callable[..., np.ndarray]:
+    """`goal_sampler=team`: at each of the untrained commander's decisions, one enemy drawn uniformly
+    among those its goal mask allows (the living; any, once none is left) for every squad of a copy;
+    a squad whose own mask forbids it (`hold=true`: it holds another living target) draws its own."""
+    def act(decision: Any, rng: np.random.Generator) -> np.ndarray:
+        E, S = decision.mask.shape
+        legal = (np.ones((E, S, sz.K), bool) if decision.action_mask is None
+                 else np.asarray(decision.action_mask, bool).reshape(E, S, sz.K))
+        living = legal.any(1)                                              # [E, K]
+        shared = np.where(living.any(-1, keepdims=True), living, True)     # no enemy allowed: any
+        team = np.repeat((rng.random((E, sz.K)) * shared).argmax(-1)[:, None], S, axis=1)   # [E, S]
+        own = (rng.random((E, S, sz.K)) * np.where(legal.any(-1, keepdims=True), legal, True)).argmax(-1)
+        allowed = np.take_along_axis(legal, team[..., None], -1)[..., 0] | ~legal.any(-1)
+        return np.where(allowed, team, own).astype(np.int64)
+    return act
+
+
+def check_sampler(cfg: Any) -> None:
+    """Refuse a `goal_sampler` the hierarchy does not know, or one set without `hier=true`."""
+    from hdppo.errors import ScenarioError
+    value, where = getattr(cfg, "goal_sampler", "uniform"), f"SMAX {getattr(cfg, 'map_name', '')}".strip()
+    if value not in GOAL_SAMPLERS:
+        raise ScenarioError(f"goal_sampler={value!r} is not a goal sampler",
+                            f"use one of {', '.join(GOAL_SAMPLERS)}, e.g. goal_sampler=team", where=where)
+    if value != "uniform" and not getattr(cfg, "hier", False):
+        raise ScenarioError(f"goal_sampler={value} samples the target hierarchy's goals, and hier is off",
+                            "add hier=true, or drop goal_sampler", where=where)
+
+
 def layers(cfg: Any) -> list:
     """The generic team (hdppo.sims.vmas.team_layers; flat, its units get the goal-free shaping
     under `w_int.low`, 0 by default), or with `hier` the target hierarchy."""
     from hdppo.sims.vmas import team_layers
     from hdppo.team.scenario import Layer
+    check_sampler(cfg)
     if not getattr(cfg, "hier", False):
         if cfg.layers == 1:
             return [Layer("low", intrinsic=flat_intrinsic(Sizes(cfg)), w_int=0.0)]
@@ -228,8 +264,9 @@ def layers(cfg: Any) -> list:
     enemy: gym.spaces.Discrete = gym.spaces.Discrete(sz.K)
     box, success = goal_space(sz), goal_success(sz)
     legal = held_targets(sz) if getattr(cfg, "hold", False) else living_enemies(sz)
+    sampler = team_target(sz) if cfg.goal_sampler == "team" else None          # else uniform
     return [Layer("high", interval=8, goal_space=enemy, use_state=True, goal_features=goal_features(sz, squad_origin),
-                  goal_features_space=box, goal_success=success, goal_mask=legal),
+                  goal_features_space=box, goal_success=success, goal_mask=legal, scripted=sampler),
             Layer("mid", interval=4, goal_space=enemy, goal_features=goal_features(sz, unit_origin),
                   goal_features_space=box, goal_success=success, scripted=scripted_mid(sz), goal_mask=legal),
             Layer("low", intrinsic=low_intrinsic(sz), w_int=LOW_W_INT, scripted=scripted_low(sz))]

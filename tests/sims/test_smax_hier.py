@@ -106,3 +106,39 @@ def test_with_hold_a_child_keeps_its_living_target_and_the_others_choose_among_t
                           child_holds=np.array([[[True, True, False]]]))
     np.testing.assert_array_equal(held_targets(sz)(ctx)[0, 0], [[False, False, True], [True, False, True],
                                                                 [True, False, True]])
+
+
+def _decision(legal: np.ndarray) -> SimpleNamespace:
+    """An untrained commander's decision over E copies x S squads, with its goal mask `legal` [E, S, K]."""
+    return SimpleNamespace(mask=np.ones(legal.shape[:2], bool), action_mask=legal, obs=None)
+
+
+def test_the_team_sampler_gives_every_squad_of_a_copy_one_living_enemy() -> None:
+    """goal_sampler=team over 3 squads and 4 enemies: copy 0 has enemies 1 and 3 alive, copy 1 none
+    left (any enemy then). Each copy's squads share one draw, among the allowed, uniform over them,
+    the same draws for the same seed."""
+    from hdppo.sims.smax_hier import team_target
+    legal = np.zeros((2, 3, 4), bool)
+    legal[0, :, [1, 3]] = True
+    act = team_target(SimpleNamespace(K=4))
+    draws = [act(_decision(legal), rng=rng) for rng in [np.random.default_rng(0)] for _ in range(400)]
+    goals = np.stack(draws)                                                   # [400, E, S]
+    assert (goals == goals[..., :1]).all()                                    # one target per copy
+    assert set(goals[:, 0, 0].tolist()) == {1, 3}
+    assert abs((goals[:, 0, 0] == 1).mean() - 0.5) < 0.1                      # uniform over the allowed
+    assert set(goals[:, 1, 0].tolist()) == {0, 1, 2, 3}                       # none alive: any
+    again = np.stack([act(_decision(legal), rng=rng) for rng in [np.random.default_rng(0)] for _ in range(400)])
+    np.testing.assert_array_equal(goals, again)
+
+
+def test_with_hold_the_team_sampler_leaves_a_squad_its_held_target() -> None:
+    """hold=true: squad 2 holds enemy 0 (its mask allows only that); squads 0 and 1 are free among the
+    living 0, 1 and 3 and share their draw."""
+    from hdppo.sims.smax_hier import team_target
+    legal = np.zeros((1, 3, 4), bool)
+    legal[0, :2, [0, 1, 3]] = True
+    legal[0, 2, 0] = True
+    act, rng = team_target(SimpleNamespace(K=4)), np.random.default_rng(1)
+    goals = np.stack([act(_decision(legal), rng=rng)[0] for _ in range(200)])   # [200, S]
+    assert (goals[:, 2] == 0).all() and (goals[:, 0] == goals[:, 1]).all()
+    assert set(goals[:, 0].tolist()) == {0, 1, 3}

@@ -195,3 +195,43 @@ def test_short_hierarchical_training_on_3m_then_eval_reports_wins_and_goal_succe
     assert 0.0 <= outcomes["win"][0] <= 1.0
     for layer in ("mid", "low"):
         assert 0.0 <= outcomes[f"goal_success/{layer}"][0] <= 1.0
+
+
+def _skill_worker(sampler: str, seed: int = 0):
+    """A worker of a skill run on 3m (`--skills`: the units trained, commander and squads not)."""
+    from hdppo.engine.config import resolve_overrides, train_config_to_dict
+    from hdppo.engine.params import MemoryParams
+    from hdppo.engine.worker import Worker, WorkerSpec
+    tc, _ = resolve_overrides({"envs_per_worker": "6", "rollout": "16", "seed": str(seed)}, ["high", "mid", "low"],
+                              set())
+    spec = WorkerSpec("smax_3m", {"hier": "true", "goal_sampler": sampler}, train_config_to_dict(tc), 0, ["low"])
+    return Worker(spec, MemoryParams())
+
+
+def test_the_team_sampler_sends_every_squad_of_a_copy_at_one_enemy_in_a_skill_run() -> None:
+    """goal_sampler=team: in a skill run's worker the untrained commander gives both squads of a copy
+    one enemy at each decision (drawn anew, so targets vary); the uniform default gives each its own."""
+    w = _skill_worker("team")
+    seen = set()
+    for _ in range(3):
+        w.collect()
+        goals, alive = w.hier.goals[1], w.hier.alive[1]                        # [E, 2] the squads' targets
+        both = alive.all(1)
+        assert both.any() and (goals[both, 0] == goals[both, 1]).all(), goals
+        seen |= set(goals[both, 0].tolist())
+    assert len(seen) > 1
+    w = _skill_worker("uniform")
+    differ = 0
+    for _ in range(3):
+        w.collect()
+        goals, alive = w.hier.goals[1], w.hier.alive[1]
+        differ += int((goals[alive.all(1), 0] != goals[alive.all(1), 1]).sum())
+    assert differ > 0
+
+
+def test_a_goal_sampler_without_the_hierarchy_or_unknown_is_refused() -> None:
+    from hdppo.errors import ScenarioError
+    with pytest.raises(ScenarioError, match=r"(?s)hier is off.*add hier=true"):
+        SCENARIO.build_layers(SCENARIO.make_config({"goal_sampler": "team"}))
+    with pytest.raises(ScenarioError, match=r"(?s)goal_sampler='focus' is not a goal sampler.*uniform, team"):
+        SCENARIO.build_layers(SCENARIO.make_config({"hier": "true", "goal_sampler": "focus"}))
