@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository 
 from examples.studies import protocol
 from examples.studies.evidence import (
     MIN_EPISODES,
+    final_episodes,
     final_value,
     finished,
     first_value,
@@ -74,6 +75,7 @@ from examples.studies.protocol import (
     _ci,
     _frames,
     _k,
+    _mean,
     _minutes,
     _per,
     across,
@@ -88,6 +90,7 @@ from examples.studies.protocol import (
     diagnostics_lines,
     incomplete,
     on_grid,
+    paired_ci,
     reach_ci,
     seeds_mean,
     seeds_t_ci,
@@ -268,7 +271,19 @@ def run_record(plan: TransferPlan, arm: str, seed: int, eval_seed: int = EVAL_SE
                        source_minutes=run_minutes(plan, source, seed) if source else None)
     if arm == TRANSFER:      # the protocol's diagnostics of a hierarchy: its fresh commander over the skills
         rec.update(commander_record(plan.run_dir(arm, seed), plan.eval_episodes, eval_seed + seed, plan.outcome))
+        rec.update(skills_alone(plan, seed, eval_seed))
     return rec
+
+
+def skills_alone(plan: TransferPlan, seed: int, eval_seed: int = EVAL_SEED) -> dict[str, float]:
+    """The skill run's own team (the units under the upper layers as that run left them: untrained,
+    so scripted or uniform) played on the source and, with the target's keys, on the target: how
+    much of the skill survives the move before any commander is trained over it."""
+    run, episodes = plan.run_dir(SKILLS, seed), plan.eval_episodes
+    moved = dict(k.split("=", 1) for k in plan.target.keys)
+    home = final_episodes(run, episodes, eval_seed + seed, keys=(plan.outcome,))
+    away = final_episodes(run, episodes, eval_seed + seed, keys=(plan.outcome,), overrides=moved)
+    return {"skills_source": _mean(home, plan.outcome), "skills_target": _mean(away, plan.outcome)}
 
 
 def arm_commands(plan: TransferPlan, arm: str, seed: int) -> list[list[str]]:
@@ -407,6 +422,11 @@ def summarize(plan: TransferPlan, eval_seed: int = EVAL_SEED, known: Records | N
         arms[arm]["to_threshold"] = entry
     mine = [records[TRANSFER, s] for s in plan.seeds]
     out["why"] = diagnose(mine, plan.rate) if all("random_top" in r for r in mine) else None
+    if all("skills_target" in r for r in mine):
+        home, away = [r["skills_source"] for r in mine], [r["skills_target"] for r in mine]
+        out["skills_alone"] = {"source": {"per_seed": home, "ci": seeds_t_ci(home, plan.rate)},
+                               "target": {"per_seed": away, "ci": seeds_t_ci(away, plan.rate)},
+                               "target_minus_source": paired_ci(away, home)}
     out["records"] = list(records.values())
     return out
 
@@ -498,6 +518,14 @@ def markdown(plan: TransferPlan, summary: dict[str, Any], png_name: str, command
         met = th is not None and arms[TRANSFER]["to_threshold"]["fraction"]["verdict"] == "meets"
         head = "What the transfer arm's parts do" if met else "Why the transfer arm does not meet the target"
         lines += ["", *diagnostics_lines(summary["why"], o, arms[TRANSFER]["ci"], head, "the transfer arm")]
+        if alone := summary.get("skills_alone"):
+            src, tgt = alone["source"], alone["target"]
+            lines += [f"- **The skill library alone** (its skill run's own team, the layers above the units "
+                      f"untrained as in that run, {plan.eval_episodes} episodes a seed): {o} {_ci(src['ci'])} on the "
+                      f"source (per seed {_per(src['per_seed'])}), {_ci(tgt['ci'])} on the target (per seed "
+                      f"{_per(tgt['per_seed'])}); the move changes it by {_ci(alone['target_minus_source'])} "
+                      "(paired by seed). What the units bring to the target is the second figure; the transfer "
+                      "arm's trained upper layers end at the table's first row."]
     else:
         lines += ["", "The transfer arm's records predate its diagnostics (the random commander, its entropy): "
                       "rerun the report where its run folders are to add them."]

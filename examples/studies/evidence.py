@@ -200,17 +200,22 @@ def seed_steps_to_target(runs: list[Path], key: str, grid: np.ndarray, target: f
 
 
 def final_episodes(run: Path, episodes: int, seed: int, goal_counts: dict[str, Any] | None = None,
-                   uniform: tuple[str, ...] = (), keys: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+                   uniform: tuple[str, ...] = (), keys: tuple[str, ...] = (),
+                   overrides: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The final team's eval episodes, cached in RUN/evidence_eval.json (keyed by count, seed and the
     checkpoints' versions) so a report can be rewritten without playing again. A `goal_counts` dict
     is filled with the goals finished and achieved per layer (`hdppo.runtime.evaluate.play`); with
-    `uniform` layers those act uniformly at random (`hdppo eval --uniform`), cached in their own file.
-    A cache in which no record has one of the episode `keys` the caller reads (a metric newer than
-    the cache) is played again."""
+    `uniform` layers those act uniformly at random (`hdppo eval --uniform`), cached in their own file;
+    with scenario `overrides` (`hdppo eval RUN key=value`: another map) the team plays there, cached in
+    a file of its own too. A cache in which no record has one of the episode `keys` the caller reads
+    (a metric newer than the cache) is played again."""
     from hdppo.runtime.evaluate import play
-    cache = run / ("evidence_eval.json" if not uniform else f"evidence_eval-uniform-{'-'.join(uniform)}.json")
+    name = "evidence_eval" + (f"-uniform-{'-'.join(uniform)}" if uniform else "") + ("-moved" if overrides else "")
+    cache = run / f"{name}.json"
     state = json.loads((run / "state.json").read_text())
     key = {"episodes": episodes, "seed": seed, "env_steps": state.get("env_steps")}
+    if overrides:
+        key["overrides"] = dict(sorted(overrides.items()))
     if cache.is_file():
         saved = json.loads(cache.read_text())
         has_keys = all(any(k in e for e in saved.get("records", [])) for k in keys)    # some episodes may lack one
@@ -221,7 +226,7 @@ def final_episodes(run: Path, episodes: int, seed: int, goal_counts: dict[str, A
     asked: dict[str, Any] = {} if goal_counts is None else {"goal_counts": {}}
     if uniform:
         asked["uniform"] = uniform
-    records = play(run, episodes, seed=seed, **asked)
+    records = play(run, episodes, seed=seed, overrides=overrides, **asked)
     saved = {"key": key, "records": records}
     if goal_counts is not None:
         goal_counts.update(asked["goal_counts"])

@@ -25,3 +25,24 @@ def test_a_cache_without_a_key_the_report_reads_is_played_again(tmp_path, monkey
     got = final_episodes(run, 3, 7, keys=("deliveries", "lifts"))
     assert len(played) == 2 and all(e["lifts"] == 5.0 for e in got)
     assert final_episodes(run, 3, 7, keys=("lifts",)) == got and len(played) == 2      # cached now
+
+
+def test_a_team_played_on_another_map_is_cached_apart_and_by_its_keys(tmp_path, monkeypatch):
+    """final_episodes with scenario overrides plays the run there (play's `overrides`) and caches it in
+    a file of its own, keyed by them: the home eval's cache stays, other overrides play again."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "state.json").write_text(json.dumps({"env_steps": 1000}))
+    played = []
+
+    def play(run, episodes, seed, overrides=None, **kw):
+        played.append(overrides)
+        return [{"win": 0.0 if overrides else 1.0} for _ in range(episodes)]
+    monkeypatch.setattr(evaluate, "play", play)
+    assert final_episodes(run, 2, 7) == [{"win": 1.0}] * 2
+    assert final_episodes(run, 2, 7, overrides={"size": "32"}) == [{"win": 0.0}] * 2
+    assert final_episodes(run, 2, 7) == [{"win": 1.0}] * 2                              # home: still cached
+    assert final_episodes(run, 2, 7, overrides={"size": "32"}) == [{"win": 0.0}] * 2
+    assert played == [None, {"size": "32"}]
+    final_episodes(run, 2, 7, overrides={"size": "40"})
+    assert played[-1] == {"size": "40"} and len(played) == 3

@@ -96,9 +96,11 @@ BUDGET = 10_000
 
 
 def _run(run: Path, points: list[tuple[int, float]], final: list[float], frames: int = BUDGET,
-         eval_seed: int = 12345, random_commander: list[float] | None = None) -> None:
+         eval_seed: int = 12345, random_commander: list[float] | None = None,
+         moved: tuple[dict[str, str], list[float]] | None = None) -> None:
     """A finished run: its training curve (metrics/run.csv) and its cached final eval (and that with
-    its commander `high`, grid's top layer, uniformly random)."""
+    its commander `high`, grid's top layer, uniformly random; and that played with `moved`'s scenario
+    overrides)."""
     run.mkdir(parents=True)
     (run / "state.json").write_text(json.dumps({"env_steps": frames, "finished": True}))
     (run / "config.json").write_text(json.dumps({"scenario": "grid", "scenario_overrides": {}, "train": {},
@@ -116,6 +118,10 @@ def _run(run: Path, points: list[tuple[int, float]], final: list[float], frames:
         (run / "evidence_eval-uniform-high.json").write_text(json.dumps({
             "key": {"episodes": len(final), "seed": eval_seed + seed, "env_steps": frames},
             "records": [{"win": w, "team_return": 0.0} for w in random_commander]}))
+    if moved is not None:
+        (run / "evidence_eval-moved.json").write_text(json.dumps({
+            "key": {"episodes": len(final), "seed": eval_seed + seed, "env_steps": frames, "overrides": moved[0]},
+            "records": [{"win": w, "team_return": 0.0} for w in moved[1]]}))
 
 
 def test_the_summary_by_hand(tmp_path):
@@ -127,7 +133,9 @@ def test_the_summary_by_hand(tmp_path):
         # the from-scratch flat teams: `flat` ends at 0.6 in both seeds (its eval 0.5 beats flat_shaped's 0.25)
         _run(plan.run_dir(FLAT, seed), [(1000, 0.2), (5000, 0.6), (BUDGET, 0.6)], [0.5, 0.5])
         _run(plan.run_dir(SHAPED, seed), [(1000, 0.1), (BUDGET, 0.9)], [0.0, 0.5])
-        _run(plan.run_dir(SKILLS, seed), [], [0.0, 0.0], frames=1000)
+        # the skill library's own team: 0.5 (seed 0) and 1.0 (seed 1) at home, 0.0 and 0.5 on the target
+        _run(plan.run_dir(SKILLS, seed), [], [0.5 * (seed + 1)] * 2, frames=1000,
+             moved=({"size": "9"}, [0.5 * seed] * 2))
         _run(plan.run_dir(PRETRAIN, seed), [], [0.0, 0.0], frames=4000)
     # the transfer arm reaches 0.6 at 2000 (seed 0) and 3000 (seed 1): 0.2 and 0.3 of the budget
     # its commander made random: 0.5 and 0.0 (trained minus random: 0.5 in both seeds)
@@ -163,6 +171,10 @@ def test_the_summary_by_hand(tmp_path):
     assert "## Why the transfer arm does not meet the target" in page
     assert "| final win with `high` uniformly random (`hdppo eval --uniform high`) | 0.250" in page
     assert "its choices matter" in page
+    alone = s["skills_alone"]
+    assert alone["source"]["per_seed"] == [0.5, 1.0] and alone["target"]["per_seed"] == [0.0, 0.5]
+    assert alone["target_minus_source"] == pytest.approx((-0.5, -0.5, -0.5))
+    assert "**The skill library alone**" in page and "the move changes it by -0.500" in page
 
 
 # ---- the seeds' records (the report's data file) -------------------------------------------------
