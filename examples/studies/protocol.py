@@ -860,15 +860,20 @@ def check_runs(plan: Any, budget: Callable[..., None] | None = None, known: Reco
 
 
 def main_each(plan_of: Callable[[str], ProtocolPlan], choices: Sequence[str], flag: str, script: str,
-              description: str, argv: list[str] | None = None) -> dict[str, dict]:
+              description: str, argv: list[str] | None = None,
+              options: Sequence[tuple[str, dict[str, Any]]] = ()) -> dict[str, dict]:
     """The protocol's command line for a script with one plan per choice (a map, a size), picked by
-    `--FLAG` (default: all); `--out DIR` holds one subfolder per choice, the plan's own folder name."""
+    `--FLAG` (default: all); `--out DIR` holds one subfolder per choice, the plan's own folder name.
+    `options` are the script's own flags (name, add_argument keywords), which `plan_of` has read:
+    accepted here and kept in the reports' reproduce command."""
     given = list(sys.argv[1:] if argv is None else argv)
     command = shlex.join(["python", script, *[a for a in given if a != "--report-only"]])
     p = parser(plan_of(choices[0]), description=description,
                out_help=f"folder of the runs, one subfolder per {flag} (finished runs are reused)")
     p.set_defaults(out="runs/evidence")
     p.add_argument(f"--{flag}", nargs="+", choices=list(choices), default=list(choices), help=f"the {flag}s to report")
+    for name, kw in options:
+        p.add_argument(name, **kw)
     args = p.parse_args(given)
     out = {}
     for choice in getattr(args, flag):   # --out holds one folder per choice, which configure reads as the runs' folder

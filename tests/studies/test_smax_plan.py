@@ -31,3 +31,31 @@ def test_report_only_without_the_runs_names_the_missing_run_and_the_fix(tmp_path
     msg = str(exc.value)
     assert str(tmp_path / "smax-5m_vs_6m" / "flat-seed0") in msg and "without --report-only" in msg
     assert not list(tmp_path.rglob("*.md"))                 # no report of nothing is written
+
+
+def test_the_skills_design_trains_the_units_first_under_team_targets_then_the_upper_layers_over_them():
+    """--design skills: the hierarchy's skill run (a fifth of its budget, counted in it) draws one living
+    enemy per decision for the team, then a fresh commander and squads train over the frozen units on
+    the env reward; the flat arms are those of the joint design, in the design's own folder."""
+    from examples.evidence.smax import FRAMES, SKILL_FRAMES, plan
+    from examples.studies.protocol import FLAT, HIER, SHAPED
+    joint, p = plan("5m_vs_6m", Path("/tmp/x")), plan("5m_vs_6m", Path("/tmp/x"), design="skills")
+    assert p.out == Path("/tmp/x/smax-5m_vs_6m-skills") and p.name == "smax-5m_vs_6m-skills"
+    skill = p.skill_command(1)
+    assert "--skills" in skill and skill[skill.index("--steps") + 1] == str(SKILL_FRAMES) == "400000"
+    assert {"hier=true", "goal_sampler=team", "workers=2"} <= set(skill)
+    hier = p.command(HIER, 1)
+    assert hier[hier.index("--steps") + 1] == str(FRAMES - SKILL_FRAMES)          # before the skill run ends
+    assert hier[hier.index("--layer") + 1] == "high,mid" and f"low={p.skill_dir(1)}" in hier
+    assert "hier=true" in hier and "goal_sampler=team" not in hier
+    for arm in (FLAT, SHAPED):
+        assert [a.replace("-skills", "") for a in p.command(arm, 1)] == joint.command(arm, 1)
+    with pytest.raises(ValueError, match="design"):
+        plan("5m_vs_6m", design="staged")
+
+
+def test_report_only_looks_for_the_skills_designs_runs_in_its_own_folder(tmp_path):
+    from examples.evidence.smax import main
+    with pytest.raises(SystemExit) as exc:
+        main(["--report-only", "--design", "skills", "--map", "5m_vs_6m", "--seeds", "0", "--out", str(tmp_path)])
+    assert str(tmp_path / "smax-5m_vs_6m-skills" / "flat-seed0") in str(exc.value)
