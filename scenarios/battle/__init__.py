@@ -240,7 +240,8 @@ def make_layers(cfg: BattleConfig) -> list[Layer]:
     def progress_intrinsic(ctx: LayerContext) -> np.ndarray:
         """`unit_shaping=progress`: 0.1 per longest move (2 cells) closed on the goal this step, beyond
         its reach (negative when the unit backs off; clipped to one move), and 0.05 per step on the goal
-        (`unit_success`). Living away from the goal costs nothing, so dying never pays."""
+        (`unit_success`). Living away from the goal costs nothing, so dying never pays. An engage goal is
+        the nearest enemy of each step: when it dies the next one's distance counts (at most one move lost)."""
         gf, pg = ctx.goal_features, ctx.prev_goal_features
         r = 0.05 * unit_success(ctx)
         if pg is None:
