@@ -226,7 +226,9 @@ def final_episodes(run: Path, episodes: int, seed: int, goal_counts: dict[str, A
     asked: dict[str, Any] = {} if goal_counts is None else {"goal_counts": {}}
     if uniform:
         asked["uniform"] = uniform
-    records = play(run, episodes, seed=seed, overrides=overrides, **asked)
+    if overrides:
+        asked["overrides"] = overrides
+    records = play(run, episodes, seed=seed, **asked)
     saved = {"key": key, "records": records}
     if goal_counts is not None:
         goal_counts.update(asked["goal_counts"])
