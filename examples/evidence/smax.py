@@ -33,6 +33,8 @@ MAPS = ("5m_vs_6m", "smacv2_10_units")
 FRAMES = 123 * 128 * 128        # vs_jaxmarl.py's 2M frames: a whole number of JaxMARL updates
 SKILL_FRAMES = 400_000          # --design skills: a fifth of the budget, the long skirmish's share
 DESIGNS = ("joint", "skills")
+DESIGN_FLAG = ("--design", {"choices": DESIGNS, "default": "joint",
+                            "help": "joint: every layer trained together; skills: units first as a skill library"})
 
 
 def plan(map_name: str, out: Path = Path("runs/evidence"), design: str = "joint") -> ProtocolPlan:
@@ -51,13 +53,11 @@ def plan(map_name: str, out: Path = Path("runs/evidence"), design: str = "joint"
 
 def main(argv: list[str] | None = None) -> dict[str, dict]:
     given = list(sys.argv[1:] if argv is None else argv)
-    design = argparse.ArgumentParser(add_help=False)
-    design.add_argument("--design", choices=DESIGNS, default="joint")
-    chosen = design.parse_known_args(given)[0].design
-    option = ("--design", {"choices": DESIGNS, "default": "joint",
-                           "help": "joint: every layer trained together; skills: units first as a skill library"})
+    first = argparse.ArgumentParser(add_help=False)     # the design picks the plans; main_each parses the rest
+    first.add_argument(DESIGN_FLAG[0], **DESIGN_FLAG[1])
+    chosen = first.parse_known_args(given)[0].design
     return protocol.main_each(lambda m: plan(m, design=chosen), MAPS, "map", SCRIPT,
-                              "SMAX's hard maps per the evidence protocol", given, options=[option])
+                              "SMAX's hard maps per the evidence protocol", given, options=[DESIGN_FLAG])
 
 
 if __name__ == "__main__":
