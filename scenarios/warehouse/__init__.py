@@ -21,12 +21,6 @@ closer to (else the nearest one), else the zone's home cell; as [vector (2), pat
 first move of a shortest path (2), has task (1)]. A team's zone goal is grounded as [zone home -
 team centroid (2), zone's open orders / slots (1)]. `layers` 2: high gives each robot a zone;
 `layers` 1: flat robots.
-
-Scale (`obs_cells`): by default vectors are divided by the floor's size (max(width, height) - 1) and
-path distances by its longest path, so every floor reads [-1, 1] and a step reads smaller on a
-larger floor. `obs_cells=N` divides both by N cells on every floor (clipped to [-1, 1] past N), so a
-robot trained on one floor reads another at the same scale: the setting for skills reused across
-floor sizes (docs/skills.md).
 """
 from __future__ import annotations
 
@@ -66,7 +60,6 @@ class WarehouseConfig(ScenarioConfig):
     max_steps: int = 200
     pick_reward: float = 0.5    # env reward for a pick (a delivery gives 1)
     step_penalty: float = 0.0
-    obs_cells: int = 0          # 0: vectors / path distances read in floor sizes; N: in units of N cells
 
 
 def check_config(cfg: WarehouseConfig) -> None:
@@ -83,8 +76,6 @@ def check_config(cfg: WarehouseConfig) -> None:
         bad(f"layers={cfg.layers} is not a supported depth", "use layers=1, 2 or 3")
     if not 0.0 <= cfg.order_rate <= 1.0:
         bad(f"order_rate={cfg.order_rate} is not a probability", "use 0 <= order_rate <= 1")
-    if cfg.obs_cells < 0:
-        bad(f"obs_cells={cfg.obs_cells} is negative", "use obs_cells=0 (the floor's own size) or a number of cells")
     layout = build_layout(cfg.width, cfg.height, cfg.n_stations)
     room = int((~layout.blocked & ~layout.is_station).sum())
     if cfg.n_teams * cfg.team_size > room:

@@ -150,7 +150,7 @@ class WarehouseBatch(NumpyBatch):
     """E warehouse copies of n_teams * team_size robots; see scenarios/warehouse.py for the rules.
 
     cfg needs: width, height, n_stations, n_teams, team_size, slots (open orders per zone),
-    order_rate, max_steps, pick_reward, step_penalty, obs_cells (0: the layout's scale).
+    order_rate, max_steps, pick_reward, step_penalty.
     """
 
     def __init__(self, cfg: Any, n_envs: int = 1, seed: int | None = None) -> None:
@@ -164,8 +164,6 @@ class WarehouseBatch(NumpyBatch):
             raise ValueError("more robots than free cells")
         self.units = [f"robot_{i}" for i in range(U)]
         self.slot_zone = np.arange(Q) // K
-        self.vec_scale = float(cfg.obs_cells or L.scale)     # cells a vector component of 1 stands for
-        self.dist_scale = float(cfg.obs_cells or L.dmax)     # path steps a distance of 1 stands for
         self.obs_space = gym.spaces.Box(self._obs_low(), np.ones(OBS_DIM, np.float32), dtype=np.float32)
         self.action_space = gym.spaces.Discrete(5)
         self.state_space = gym.spaces.Box(0.0, 1.0, (3 * U + 4 * Q + 1,), np.float32)
@@ -346,11 +344,11 @@ class WarehouseBatch(NumpyBatch):
     # ---- observations ----------------------------------------------------------------------
     def _target(self, tx: np.ndarray, ty: np.ndarray, d: np.ndarray, move: np.ndarray) -> np.ndarray:
         """[vector (2), path distance (1), first move (2)] to targets at (tx, ty), [..., 5]."""
-        x, y = self.layout.xy(self.cell)
+        L = self.layout
+        x, y = L.xy(self.cell)
         if tx.ndim == 3:
             x, y = x[..., None], y[..., None]
-        vs, ds = self.vec_scale, self.dist_scale
-        return np.stack([np.clip((tx - x) / vs, -1, 1), np.clip((ty - y) / vs, -1, 1), np.minimum(d, ds) / ds,
+        return np.stack([(tx - x) / L.scale, (ty - y) / L.scale, np.minimum(d, L.dmax) / L.dmax,
                          DX[move], DY[move]], axis=-1)
 
     def _order_dist(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -373,9 +371,7 @@ class WarehouseBatch(NumpyBatch):
         out[..., OFF_TIME] = (self.t / cfg.max_steps)[:, None]
         hx, hy = L.xy(L.zone_home)
         counts = (self.slot_shelf >= 0).reshape(E, N_ZONES, self.slots).sum(axis=2) / self.slots
-        vs = self.vec_scale
-        zones = np.stack([np.clip((hx[None, None] - x[..., None]) / vs, -1, 1),
-                          np.clip((hy[None, None] - y[..., None]) / vs, -1, 1),
+        zones = np.stack([(hx[None, None] - x[..., None]) / L.scale, (hy[None, None] - y[..., None]) / L.scale,
                           np.broadcast_to(counts[:, None, :], (E, U, N_ZONES))], axis=-1)
         out[..., OFF_ZONES:OFF_STATION] = zones.reshape(E, U, 3 * N_ZONES)
         sx, sy = L.xy(L.station_of[self.cell])
