@@ -515,8 +515,8 @@ def markdown(plan: TransferPlan, summary: dict[str, Any], png_name: str, command
         lines += ["", f"**Verdict: the transfer arm {VERDICTS[v]}** (at most {plan.goal} of the budget, every seed, "
                       "the interval included)."]
     if summary.get("why"):
-        met = th is not None and arms[TRANSFER]["to_threshold"]["fraction"]["verdict"] == "meets"
-        head = "What the transfer arm's parts do" if met else "Why the transfer arm does not meet the target"
+        short = th is None or arms[TRANSFER]["to_threshold"]["fraction"]["verdict"] in ("does not meet", "mean only")
+        head = "Why the transfer arm does not meet the target" if short else "What the transfer arm's parts do"
         lines += ["", *diagnostics_lines(summary["why"], o, arms[TRANSFER]["ci"], head, "the transfer arm")]
         if alone := summary.get("skills_alone"):
             src, tgt = alone["source"], alone["target"]

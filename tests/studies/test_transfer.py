@@ -175,6 +175,11 @@ def test_the_summary_by_hand(tmp_path):
     assert alone["source"]["per_seed"] == [0.5, 1.0] and alone["target"]["per_seed"] == [0.0, 0.5]
     assert alone["target_minus_source"] == pytest.approx((-0.5, -0.5, -0.5))
     assert "**The skill library alone**" in page and "the move changes it by -0.500" in page
+    # one seed is not judged, so its page does not say the arm misses the target
+    one = dataclasses.replace(plan, seeds=[0])
+    page = markdown(one, summarize(one), "t.png", "python examples/evidence/transfer.py")
+    assert "not judged (fewer than 2 seeds)" in page and "does not meet the target" not in page
+    assert "## What the transfer arm's parts do" in page
 
 
 # ---- the seeds' records (the report's data file) -------------------------------------------------
