@@ -60,6 +60,7 @@ class WarehouseConfig(ScenarioConfig):
     max_steps: int = 200
     pick_reward: float = 0.5    # env reward for a pick (a delivery gives 1)
     step_penalty: float = 0.0
+    off_goal_pick: float = 0.0  # a robot's goal reward for a pick outside its goal zone (-1: only orders pay)
 
 
 def check_config(cfg: WarehouseConfig) -> None:
@@ -172,6 +173,22 @@ def low_intrinsic(ctx: LayerContext) -> np.ndarray:
     return np.where((env.last_pick == ctx.goals) | env.last_deliver, 1.0, r)
 
 
+def unit_reward(off_goal_pick: float) -> Callable[[LayerContext], np.ndarray]:
+    """The robots' goal reward: `low_intrinsic`, and `off_goal_pick` for a pick outside the goal zone.
+
+    Under `low_intrinsic` alone every delivery pays +1 whatever zone its item came from, so robots
+    that deliver the nearest items earn as much as robots that obey: a skill library learns to
+    ignore its orders. `off_goal_pick=-1` takes that delivery's +1 back at the pick, so only the
+    orders pay (an item of the goal zone: +1 at the pick, +1 at the delivery; another: -1, +1)."""
+    if off_goal_pick == 0.0:
+        return low_intrinsic
+
+    def reward(ctx: LayerContext) -> np.ndarray:
+        pick = _sim(ctx.env).last_pick
+        return np.where((pick >= 0) & (pick != ctx.goals), off_goal_pick, low_intrinsic(ctx))
+    return reward
+
+
 _LOCAL_OF_ACTION = np.array([0, 1, 6, 3, 4])      # ring index of the neighbour each move enters
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
 
@@ -205,7 +222,7 @@ def layers(cfg: WarehouseConfig) -> list[Layer]:
     check_config(cfg)
     if cfg.layers == 1:
         return [Layer("low", interval=1)]
-    low = Layer("low", interval=1, intrinsic=low_intrinsic, w_int=0.1, scripted=greedy_low)
+    low = Layer("low", interval=1, intrinsic=unit_reward(cfg.off_goal_pick), w_int=0.1, scripted=greedy_low)
 
     def over_robots(name: str) -> Layer:
         """The layer above the robots: a zone per robot."""

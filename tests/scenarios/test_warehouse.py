@@ -25,6 +25,7 @@ from hdppo.scenarios.warehouse import (
     make_batch,
     robot_goal_success,
     team_goal_features,
+    unit_reward,
 )
 from hdppo.team.controllers import uniform_policy
 from hdppo.team.hierarchy import Decision, HierarchyEnv
@@ -244,6 +245,24 @@ def test_scripted_robot_fetches_and_delivers():
     assert [e for e, _ in events] == ["pick", "deliver"]
     assert events[0][1] == 14 and env.deliveries[0] == 1      # the shortest path: 15 steps to the pick spot
     assert cells(env)[1] == [2, 2]                             # robot 1 waits at zone 0's home
+
+
+def test_off_goal_pick_takes_back_what_the_delivery_of_that_item_pays():
+    """A robot with goal zone 3 picks a zone-2 item, then delivers it; one with goal zone 2 the same."""
+    def rewards(goal: int, off_goal_pick: float) -> list[float]:
+        env = placed([(2, 8), (0, 0)], orders=[(3, 7)])            # the shelf (3, 7) is in zone 2
+        goals, hook, out = np.array([[goal, 0]]), unit_reward(off_goal_pick), []
+        for a in (RIGHT, DOWN):                                      # pick below the shelf, deliver on (3, 9)
+            pre = env.alive.copy()
+            act(env, a, STAY)
+            out.append(float(hook(LayerContext(env.obs, pre, goals, env.goal_features(goals), env.t, env))[0, 0]))
+        return out
+    assert unit_reward(0.0) is low_intrinsic                        # the default: every delivery pays
+    assert rewards(2, 0.0) == rewards(2, -1.0) == [1.0, 1.0]         # an order of the goal zone: +1, +1
+    assert rewards(3, -1.0) == [-1.0, 1.0]                           # another zone's item nets 0
+    off = rewards(3, 0.0)                                            # before: the pick is shaped, the delivery +1
+    assert off[1] == 1.0 and -0.1 <= off[0] <= 0.0
+    assert sum(rewards(3, -1.0)) < sum(off) < sum(rewards(2, -1.0))
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
