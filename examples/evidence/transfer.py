@@ -39,7 +39,10 @@ record whose settings the code no longer makes is refused, naming them. `--repor
 missing reports the seeds whose every arm is done and names the rest as pending.
 
 The task pairs and budgets below are chosen from the scenarios' mechanics, not tuned by runs:
-docs/skills.md (section 7, "The transfer study") says why.
+docs/skills.md (section 7, "The transfer study") says why. `--task warehouse_orders` repeats the
+warehouse pair with a library paid only for its orders (`off_goal_pick=-1`); it trains its own skill
+and transfer runs (OUT/transfer-warehouse/skills-orders-seedN, transfer-orders-seedN) and reuses the
+warehouse pair's flat and fine-tuned runs there.
 """
 from __future__ import annotations
 
@@ -143,6 +146,8 @@ class TransferPlan:
     rate: bool = False                  # the outcome is a rate: its intervals are clipped to [0, 1]
     threshold: float | None = None      # None: the better from-scratch flat arm's final training value
     goal: float = GOAL
+    folder: str | None = None           # the runs' subfolder of --out (default: name): plans may share flat runs
+    hier_runs: str = ""                 # a suffix of the skill and transfer runs' folders (a plan sharing `folder`)
 
     def __post_init__(self) -> None:
         if min(self.steps, self.skill_steps, self.pretrain_steps) < 1:
@@ -165,7 +170,7 @@ class TransferPlan:
         return self.flat if run == FLAT else list(self.flat_shaped or [])
 
     def run_dir(self, run: str, seed: int) -> Path:
-        return self.out / f"{run}-seed{seed}"
+        return self.out / f"{run}{self.hier_runs if run in (SKILLS, TRANSFER) else ''}-seed{seed}"
 
     def _train(self, task: Task, steps: int, seed: int, run: str) -> list[str]:
         return ["hdppo", "train", task.scenario, "--steps", str(steps), "--seed", str(seed),
@@ -224,6 +229,12 @@ PLANS: dict[str, TransferPlan] = {
         pretrain_steps=500_000, flat=["layers=1"], flat_shaped=None, hier=["layers=3"], then="high,mid",
         common=["workers=2"], out=Path("runs/evidence/transfer-warehouse"), also=["deliveries"], rate=True),
 }
+# warehouse_orders: the same pair with robots that are paid only for their orders (`off_goal_pick=-1`,
+# docs/scenarios/warehouse.md: under the default every delivery pays, and the library ignores its
+# orders); its flat arms are the warehouse plan's own runs (the flat teams have no goal reward)
+PLANS["warehouse_orders"] = dataclasses.replace(
+    PLANS["warehouse"], name="transfer-warehouse-orders", folder="transfer-warehouse", hier_runs="-orders",
+    hier=["layers=3", "off_goal_pick=-1"])
 
 
 # ---- training ----------------------------------------------------------------------------------
@@ -587,7 +598,8 @@ def configure(plan: TransferPlan, args: argparse.Namespace) -> TransferPlan:
     given = {"steps": args.steps, "skill_steps": args.skill_steps, "pretrain_steps": args.pretrain_steps,
              "eval_episodes": args.episodes, "threshold": args.threshold}
     try:
-        return dataclasses.replace(plan, seeds=list(args.seeds), out=Path(args.out) / plan.name, common=common,
+        return dataclasses.replace(plan, seeds=list(args.seeds), out=Path(args.out) / (plan.folder or plan.name),
+                                   common=common,
                                    **{k: v for k, v in given.items() if v is not None})
     except ValueError as exc:
         raise SystemExit(str(exc)) from None

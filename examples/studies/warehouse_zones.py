@@ -13,6 +13,12 @@ blocks it) play `--episodes` episodes (one batch of copies, seed `--seed`) under
 
 The gap between `nearest` and `no zones` is what assigning robots to zones costs on that floor
 whatever the dispatcher learns; docs/skills.md (the transfer study) reads it.
+
+`--library RUN` plays a skill library (a `hdppo train warehouse --skills` run, through `hdppo.load`,
+its `mid` layer replaced) for `--library-episodes` episodes under `random`, `nearest` and `zone 0`
+(every robot ordered to zone 0), and counts the share of its picks made in the picking robot's
+goal zone: robots that obey deliver less when all are sent to one zone; robots that ignore their
+orders do not.
 """
 from __future__ import annotations
 
@@ -63,18 +69,54 @@ def play(cfg: WarehouseConfig, dispatcher: str, episodes: int, seed: int, interv
     return np.array([env.episode_info(e)["delivery_rate"] for e in range(episodes)])
 
 
+def play_library(run: str, overrides: dict[str, str], dispatcher: str, episodes: int, seed: int) -> dict[str, float]:
+    """A skill library's robots under `dispatcher` (`random`, `nearest` or `zone 0`): the mean
+    delivery rate over `episodes` episodes and the share of picks made in the robot's goal zone."""
+    import hdppo
+    from hdppo.scenarios.warehouse import WarehouseParallelEnv
+    rng = np.random.default_rng(seed)
+    held: dict[str, WarehouseParallelEnv] = {}
+    fixed = {"random": None,                                         # the run's own (untrained) mid: uniform
+             "nearest": lambda d: nearest_zone(held["env"].batch, rng),   # mid's slot s is robot s
+             "zone 0": lambda d: np.zeros(d.mask.shape, np.int64)}[dispatcher]
+    team = hdppo.load(run, overrides=overrides, seed=seed, scripted={"mid": fixed} if fixed else None)
+    env = held["env"] = WarehouseParallelEnv(team.cfg)
+    rates, picks, in_goal = [], 0, 0
+    for episode in range(episodes):
+        observations, infos = env.reset(seed=seed + episode)
+        team.reset()
+        while env.agents:
+            actions = team.act(observations, infos, agents=env.agents, sim=env.batch)
+            goals = np.array([team.goals()["low"][u] for u in env.batch.units])
+            observations, _, _, _, infos = env.step(actions)
+            picked = env.batch.last_pick[0]
+            picks += int((picked >= 0).sum())
+            in_goal += int(((picked >= 0) & (picked == goals)).sum())
+        rates.append(env.batch.episode_info(0)["delivery_rate"])
+    return {"delivery_rate": float(np.mean(rates)), "picks_in_goal_zone": in_goal / max(picks, 1), "picks": picks}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a warehouse config key")
     p.add_argument("--episodes", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--library", metavar="RUN", help="also play this skill run's robots (see the docstring)")
+    p.add_argument("--library-episodes", type=int, default=20)
     a = p.parse_args(argv)
-    cfg = apply_overrides(WarehouseConfig(), dict(parse_assignments(a.set)), what="warehouse config")
+    cfg = apply_overrides(WarehouseConfig(), parse_assignments(a.set), what="warehouse config")
     print(f"warehouse {' '.join(a.set) or '(default)'}: scripted robots, {a.episodes} episodes, seed {a.seed}")
     for name in DISPATCHERS:
         r = play(cfg, name, a.episodes, a.seed)
         half = 1.96 * r.std(ddof=1) / np.sqrt(len(r))
         print(f"  {name:9s} delivery_rate {r.mean():.3f} [{r.mean() - half:.3f}, {r.mean() + half:.3f}]")
+    if a.library:
+        overrides = parse_assignments(a.set)
+        print(f"skill library {a.library}: {a.library_episodes} episodes, seed {a.seed}")
+        for name in ("random", "nearest", "zone 0"):
+            out = play_library(a.library, overrides, name, a.library_episodes, a.seed)
+            print(f"  {name:9s} delivery_rate {out['delivery_rate']:.3f}, picks in the goal zone "
+                  f"{out['picks_in_goal_zone']:.2f} of {out['picks']}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from examples.evidence.transfer import (
     TransferPlan,
     arm_commands,
     check_budget,
+    configure,
     done,
     first_reach,
     fits,
@@ -89,6 +90,21 @@ def test_the_arms_commands():
     assert warehouse.arms() == [TRANSFER, FLAT, FINETUNED] and warehouse.args(FINETUNED) == ["layers=1"]
     with pytest.raises(ValueError, match="finetune_from"):
         dataclasses.replace(warehouse, finetune_from=SHAPED)
+
+
+def test_the_orders_plan_shares_the_warehouse_flat_runs_and_differs_in_its_skills_only():
+    args = argparse.Namespace(set=[], seeds=[0], out="OUT", steps=None, skill_steps=None, pretrain_steps=None,
+                              episodes=None, threshold=None)
+    base, orders = configure(PLANS["warehouse"], args), configure(PLANS["warehouse_orders"], args)
+    assert orders.out == base.out == Path("OUT/transfer-warehouse") and orders.name != base.name
+    for r in (FLAT, PRETRAIN, FINETUNED):                                # the same folders, the same commands
+        assert orders.run_dir(r, 0) == base.run_dir(r, 0) and orders.command(r, 0) == base.command(r, 0)
+    for r in (SKILLS, TRANSFER):
+        assert orders.run_dir(r, 0) == Path(f"OUT/transfer-warehouse/{r}-orders-seed0")
+        cmd, old = orders.command(r, 0), base.command(r, 0)
+        renamed = [a.replace("skills-seed0", "skills-orders-seed0").replace("transfer-seed0", "transfer-orders-seed0")
+                   for a in old]
+        assert "off_goal_pick=-1" in cmd and [a for a in cmd if a != "off_goal_pick=-1"] == renamed
 
 
 # ---- the summary of hand-made runs ---------------------------------------------------------------
