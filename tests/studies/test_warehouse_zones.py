@@ -6,7 +6,7 @@ import numpy as np
 
 from examples.studies.warehouse_zones import main, nearest_zone, own_task, play
 from hdppo.scenarios.warehouse import WarehouseConfig, make_batch
-from hdppo.scenarios.warehouse.sim import OFF_ORDERS, OFF_STATION
+from hdppo.scenarios.warehouse.sim import OFF_CARRY, OFF_ORDERS, OFF_STATION
 
 
 def test_nearest_zone_is_the_zone_of_the_robots_nearest_open_order():
@@ -18,17 +18,16 @@ def test_nearest_zone_is_the_zone_of_the_robots_nearest_open_order():
     nx, ny = L.xy(L.shelves[near])
     env.place(0, robots=[(11, 8), (0, 0), (0, 2), (0, 4), (0, 6), (0, 8), (11, 0), (11, 2)],
               orders=[(int(fx), int(fy)), (int(nx), int(ny))])
-    d, _, _ = env._order_dist()
-    want = env.slot_zone[d[0].argmin(axis=1)]
     got = nearest_zone(env, np.random.default_rng(0))[0]
-    assert (got == want).all() and got[0] == 3 and got[1] == 0        # bottom-right robot -> zone 3
+    assert got[0] == 3 and got[1] == 0          # the bottom-right robot -> zone 3, the top-left one -> zone 0
+    assert set(got.tolist()) <= {0, 3}          # an open order exists: no robot gets a random zone
 
 
 def test_own_task_is_the_station_when_carrying_else_the_nearest_order():
     obs = np.zeros((1, 2, OFF_ORDERS + 6 + 40), np.float32)
     obs[0, :, OFF_STATION:OFF_STATION + 5] = [0.1, 0.2, 0.3, 1, 0]
     obs[0, :, OFF_ORDERS:OFF_ORDERS + 6] = [-0.1, -0.2, 0.4, 0, -1, 1]
-    obs[0, 0, 2] = 1.0                                                 # robot 0 carries
+    obs[0, 0, OFF_CARRY] = 1.0                                         # robot 0 carries
     task = own_task(obs)
     np.testing.assert_allclose(task[0, 0], [0.1, 0.2, 0.3, 1, 0, 1])
     np.testing.assert_allclose(task[0, 1], [-0.1, -0.2, 0.4, 0, -1, 1])
