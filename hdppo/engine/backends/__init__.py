@@ -10,6 +10,7 @@ whole traceback kept as the error's cause for `hdppo --debug`. A worker must be 
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 from abc import ABC, abstractmethod
 from typing import Any
@@ -81,10 +82,22 @@ class Backend(ABC):
     params: ParamStore
     timeouts: dict[str, float]        # method -> seconds one call may take before its worker counts as hung;
                                       # "start": seconds a worker may take to build its envs
+    _busy: dict[int, str]             # worker -> the method its outstanding call runs
+    _deadline: dict[int, float]       # worker -> monotonic time its outstanding call must answer by
 
     def call_timeout(self, method: str) -> float | None:
         """The deadline of one `method` call in seconds (None: wait forever)."""
         return getattr(self, "timeouts", {}).get(method)
+
+    def _mark_busy(self, worker: int, method: str) -> None:
+        """Record that `worker` runs `method` and, where the method has a deadline, when it must answer
+        (backends whose calls run elsewhere keep `_busy` and `_deadline`)."""
+        self._busy[worker] = method
+        limit = self.call_timeout(method)
+        if limit is None:
+            self._deadline.pop(worker, None)
+        else:
+            self._deadline[worker] = time.monotonic() + limit
 
     @abstractmethod
     def submit(self, worker: int, method: str, *args: Any) -> None:

@@ -98,13 +98,13 @@ class ProcessBackend(Backend):
                  counters: list[dict[str, int]] | None = None, timeouts: dict[str, float] | None = None) -> None:
         self.n_workers = len(specs)
         self.timeouts: dict[str, float] = dict(timeouts or {})
-        self._deadline: dict[int, float] = {}          # worker -> monotonic time its call must answer by
+        self._deadline = {}
         self.params: SharedParams = SharedParams(sizes=layer_sizes)
         self.grads = SharedGrads(self.n_workers, layer_sizes)
         ctx = mp.get_context("spawn")
         self._conns: list[Connection] = []
         self._procs = []
-        self._busy: dict[int, str] = {}
+        self._busy = {}
         try:
             for w, spec in enumerate(specs):
                 parent, child = ctx.Pipe()
@@ -167,12 +167,7 @@ class ProcessBackend(Backend):
             return "unknown"
 
     def submit(self, worker: int, method: str, *args: Any) -> None:
-        self._busy[worker] = method
-        limit = self.call_timeout(method)
-        if limit is not None:
-            self._deadline[worker] = time.monotonic() + limit
-        else:
-            self._deadline.pop(worker, None)
+        self._mark_busy(worker, method)
         try:
             self._conns[worker].send((method, args))
         except (BrokenPipeError, OSError):

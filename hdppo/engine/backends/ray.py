@@ -92,12 +92,12 @@ class RayBackend(Backend):
         self._started = False                      # this backend started Ray (and stops it at close)
         self._reaper: Reaper | None = None         # kills what that Ray leaves if the driver dies
         self._pending: dict[Any, int] = {}         # ObjectRef -> worker
-        self._busy: dict[int, str] = {}            # worker -> method
+        self._busy = {}
         self._calls: dict[int, tuple[str, tuple]] = {}         # worker -> its outstanding (method, args)
         self._sent: list[dict[str, int]] = [{} for _ in specs]
         self._counters: list[dict[str, int]] = [dict(c) for c in (counters or [{} for _ in specs])]
         self.timeouts: dict[str, float] = {}
-        self._deadline: dict[int, float] = {}      # worker -> monotonic time its outstanding call must answer by
+        self._deadline = {}
         try:
             self._init_ray(address or os.environ.get("RAY_ADDRESS") or None,
                            math.ceil(max(self.n_workers * num_cpus_per_worker, 2)))
@@ -183,12 +183,7 @@ class RayBackend(Backend):
         for layer, seq, *_ in changes:
             self._sent[worker][layer] = seq
         self._pending[out] = worker
-        self._busy[worker] = method
-        limit = self.call_timeout(method)
-        if limit is not None:
-            self._deadline[worker] = time.monotonic() + limit
-        else:
-            self._deadline.pop(worker, None)
+        self._mark_busy(worker, method)
 
     def wait_any(self, timeout: float | None = None) -> tuple[int, Any]:
         """The next answer. A worker whose actor died is restarted and its call issued again (see the
