@@ -18,17 +18,18 @@ PACKAGES = ("hdppo", "torch", "numpy", "gymnasium", "pettingzoo", "supersuit", "
 FILE = "provenance.json"
 
 
-def source_commit(root: Path | None = None) -> tuple[str | None, bool]:
-    """(commit, dirty) of the git checkout holding hdppo's source, or (None, False) outside one."""
+def source_commit(root: Path | None = None) -> tuple[str | None, list[str]]:
+    """(commit, the tracked files that differ from it) of the git checkout holding hdppo's source, or
+    (None, []) outside one. Untracked files are not counted."""
     root = root or Path(__file__).resolve().parents[1]
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
-        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10, check=True).stdout
+        diff = subprocess.run(["git", "-C", str(root), "diff", "--name-only", "HEAD", "--"],
+                              capture_output=True, text=True, timeout=10, check=True).stdout
     except (OSError, subprocess.SubprocessError):
-        return None, False
-    return head, bool(status.strip())
+        return None, []
+    return head, sorted(line for line in diff.splitlines() if line)
 
 
 def versions() -> dict[str, str]:
@@ -54,9 +55,10 @@ def cpu_model() -> str:
 
 
 def provenance() -> dict[str, Any]:
-    commit, dirty = source_commit()
-    return {"commit": commit, "dirty": dirty, "versions": versions(), "python": sys.version.split()[0],
-            "platform": platform.platform(), "cpu": cpu_model(), "cpus": os.cpu_count()}
+    commit, changed = source_commit()
+    return {"commit": commit, "dirty": bool(changed), "changed": changed, "versions": versions(),
+            "python": sys.version.split()[0], "platform": platform.platform(), "cpu": cpu_model(),
+            "cpus": os.cpu_count()}
 
 
 def record(run: str | Path) -> None:
@@ -70,11 +72,21 @@ def read(run: str | Path) -> dict[str, Any] | None:
 
 
 def describe(record: dict[str, Any] | None) -> str:
-    """One line for a report: commit (and whether the tree had changes), the main versions."""
+    """One line for a report: commit (and the files that differed from it), the main versions."""
     if record is None:
         return "not recorded (the run predates provenance records)"
-    commit = (record.get("commit") or "no git checkout")[:10] + (" with uncommitted changes" if record.get("dirty")
-                                                                  else "")
+    commit = (record.get("commit") or "no git checkout")[:10] + _changes(record)
     v = record.get("versions", {})
     packages = ", ".join(f"{k} {v[k]}" for k in PACKAGES if k in v)
     return f"commit {commit}; {packages}; Python {record.get('python')}; {record.get('cpus')} CPUs"
+
+
+def _changes(record: dict[str, Any], named: int = 3) -> str:
+    """A report's words for a tree that differed from its commit: ' with uncommitted changes to a, b'."""
+    if not record.get("dirty"):
+        return ""
+    changed = record.get("changed") or []            # records made before 2026-12-05 kept no file names
+    if not changed:
+        return " with uncommitted changes"
+    more = f" and {len(changed) - named} more files" if len(changed) > named else ""
+    return " with uncommitted changes to " + ", ".join(changed[:named]) + more
