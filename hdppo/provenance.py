@@ -75,18 +75,19 @@ def describe(record: dict[str, Any] | None) -> str:
     """One line for a report: commit (and the files that differed from it), the main versions."""
     if record is None:
         return "not recorded (the run predates provenance records)"
-    commit = (record.get("commit") or "no git checkout")[:10] + _changes(record)
     v = record.get("versions", {})
     packages = ", ".join(f"{k} {v[k]}" for k in PACKAGES if k in v)
-    return f"commit {commit}; {packages}; Python {record.get('python')}; {record.get('cpus')} CPUs"
+    return f"commit {describe_commit(record)}; {packages}; Python {record.get('python')}; {record.get('cpus')} CPUs"
 
 
-def _changes(record: dict[str, Any], named: int = 3) -> str:
-    """A report's words for a tree that differed from its commit: ' with uncommitted changes to a, b'."""
+def describe_commit(record: dict[str, Any], named: int = 3) -> str:
+    """The record's commit, and the first `named` files that differed from it: "0123456789 with
+    uncommitted changes to a, b and 2 more files"."""
+    commit = (record.get("commit") or "no git checkout")[:10]
     if not record.get("dirty"):
-        return ""
+        return commit
     changed = record.get("changed") or []            # records made before 2026-12-05 kept no file names
     if not changed:
-        return " with uncommitted changes"
+        return commit + " with uncommitted changes"
     more = f" and {len(changed) - named} more files" if len(changed) > named else ""
-    return " with uncommitted changes to " + ", ".join(changed[:named]) + more
+    return commit + " with uncommitted changes to " + ", ".join(changed[:named]) + more

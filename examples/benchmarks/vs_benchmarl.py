@@ -52,6 +52,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.studies
 from examples.studies.evidence import OLD_SCHEDULES
+from hdppo import provenance
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARL_VENV = ROOT / ".venv-benchmarl"
@@ -146,10 +147,8 @@ def versions(python: str) -> dict[str, str]:
 
 
 def commit() -> str:
-    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    return out.stdout.strip() + ("+uncommitted changes" if dirty else "")
+    """This checkout's commit and the files that differ from it, as run folders record them."""
+    return provenance.describe_commit(provenance.provenance())
 
 
 # ---- one run ---------------------------------------------------------------------------------------
