@@ -23,7 +23,9 @@ metrics/run.csv) first reaches the from-scratch flat team's final outcome (the b
 by mean final eval, as in examples.studies.protocol; its seed-mean curve's final value), as a
 fraction of the budget, per seed, with a 95% Student-t interval across the seeds. The source
 frames (the skill run's, the pretraining's) are reported, and not counted in that fraction; a
-second column adds them. Final teams are played for `--episodes` fresh episodes
+second column adds them. Beside the target, the report gives the protocol's comparison: the transfer
+arm's fractions minus the better flat arm's own (a Welch interval across the seeds), with and
+without the source frames. Final teams are played for `--episodes` fresh episodes
 (examples.studies.evidence.final_episodes). Finished runs in `--out`/transfer-TASK are reused,
 `--report-only` skips training, `--set KEY=VALUE` adds a key to every run (e.g. workers=1).
 
@@ -99,6 +101,7 @@ from examples.studies.protocol import (
     seeds_t_ci,
 )
 from hdppo import provenance
+from hdppo.stats import CI, diff_ci
 
 SCRIPT = "examples/evidence/transfer.py"
 TRANSFER, FINETUNED = "transfer", "finetuned"         # the arms that bring something from the source
@@ -361,6 +364,18 @@ def judge(per_seed: Sequence[float | None], goal: float = GOAL) -> dict[str, Any
     return out
 
 
+def versus(mine: Sequence[float | None], theirs: Sequence[float | None]) -> dict[str, Any]:
+    """One arm's fractions of the budget minus another's (hdppo.stats.diff_ci: Welch, 95%, over the
+    seeds that reached the threshold), and what the interval says: 'sooner' (it lies below 0),
+    'later' (above 0), 'not apart' (it holds 0), 'not judged' (fewer than 2 seeds reached it in an arm)."""
+    diff: CI = diff_ci([v for v in mine if v is not None], [v for v in theirs if v is not None])
+    if not np.isfinite(diff[1]):
+        reading = "not judged"
+    else:
+        reading = "sooner" if diff[2] < 0 else "later" if diff[1] > 0 else "not apart"
+    return {"diff": diff, "reading": reading}
+
+
 # ---- the summary -------------------------------------------------------------------------------
 def frames(run: Path) -> int:
     return int(json.loads((run / "state.json").read_text()).get("env_steps", 0))
@@ -431,6 +446,10 @@ def summarize(plan: TransferPlan, eval_seed: int = EVAL_SEED, known: Records | N
         if arms[arm]["source_frames"] is not None:
             entry["counted"] = judge(fractions(steps, plan.steps, arms[arm]["source_frames"]), plan.goal)
         arms[arm]["to_threshold"] = entry
+    if threshold is not None:        # the protocol's question: sooner than the better flat arm from scratch?
+        mine, theirs = arms[TRANSFER]["to_threshold"], arms[ref]["to_threshold"]["fraction"]["per_seed"]
+        out["versus_reference"] = {"fraction": versus(mine["fraction"]["per_seed"], theirs),
+                                   "counted": versus(mine["counted"]["per_seed"], theirs)}
     mine = [records[TRANSFER, s] for s in plan.seeds]
     out["why"] = diagnose(mine, plan.rate) if all("random_top" in r for r in mine) else None
     if all("skills_target" in r for r in mine):
@@ -456,6 +475,27 @@ def _fraction(j: dict[str, Any]) -> str:
 
 def _fractions(values: Sequence[float | None]) -> str:
     return ", ".join("-" if v is None else f"{v:.2f}" for v in values)
+
+
+READINGS = {"sooner": "sooner than it (the interval lies below 0)",
+            "later": "later than it (the interval lies above 0)",
+            "not apart": "not shown apart from it (the interval holds 0)",
+            "not judged": "not judged (fewer than 2 seeds reached the threshold in an arm)"}
+
+
+def versus_lines(vs: dict[str, Any], ref: str) -> list[str]:
+    """The transfer arm against the better flat arm from scratch, the protocol's baseline."""
+    f, c = vs["fraction"], vs["counted"]
+    return [f"**Against the better flat arm from scratch** (`{ref}`, the protocol's baseline; the target above asks "
+            f"less): the transfer arm's fraction minus `{ref}`'s is **{_signed(f['diff'])}** (Welch, 95%), "
+            f"{READINGS[f['reading']]}; counting the source frames, {_signed(c['diff'])}, {READINGS[c['reading']]}."]
+
+
+def _signed(ci: Sequence[float]) -> str:
+    m, lo, hi = ci
+    if not np.isfinite(m):
+        return "-"
+    return f"{m:+.3f}" + (f" [{lo:+.3f}, {hi:+.3f}]" if np.isfinite(lo) else "")
 
 
 def markdown(plan: TransferPlan, summary: dict[str, Any], png_name: str, command: str,
@@ -525,6 +565,8 @@ def markdown(plan: TransferPlan, summary: dict[str, Any], png_name: str, command
         v = arms[TRANSFER]["to_threshold"]["fraction"]["verdict"]
         lines += ["", f"**Verdict: the transfer arm {VERDICTS[v]}** (at most {plan.goal} of the budget, every seed, "
                       "the interval included)."]
+        if vs := summary.get("versus_reference"):
+            lines += ["", *versus_lines(vs, ref)]
     if summary.get("why"):
         short = th is None or arms[TRANSFER]["to_threshold"]["fraction"]["verdict"] in ("does not meet", "mean only")
         head = "Why the transfer arm does not meet the target" if short else "What the transfer arm's parts do"

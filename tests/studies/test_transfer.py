@@ -35,6 +35,7 @@ from examples.evidence.transfer import (
     run,
     stale_records,
     summarize,
+    versus,
 )
 from examples.studies.protocol import EVAL_SEED, check_runs, data_file, read_records, write_records
 from hdppo.engine.metrics import MetricsSink
@@ -68,6 +69,17 @@ def test_the_interval_and_the_verdict_by_hand():
     j = judge([0.1, None, 0.2])                                        # a seed that never reached it
     assert j["reached"] == 2 and j["ci"][0] == pytest.approx(0.15) and j["verdict"] == "does not meet"
     assert judge([0.1])["verdict"] == "not judged"
+
+
+def test_sooner_or_later_than_the_baseline_only_where_the_interval_excludes_zero():
+    # [0.1, 0.2] minus [0.5, 0.6]: -0.4, se = sqrt(0.005 / 2 * 2) = 0.0707107, dof 2, t = 4.302653
+    assert versus([0.1, 0.2], [0.5, 0.6]) == {"diff": pytest.approx((-0.4, -0.704243, -0.095757), abs=1e-5),
+                                              "reading": "sooner"}
+    assert versus([0.5, 0.6], [0.1, 0.2])["reading"] == "later"
+    assert versus([0.1, 0.6], [0.3, 0.4])["reading"] == "not apart"
+    # a seed that never reached the threshold is left out; one seed left gives no interval
+    out = versus([0.1, None], [0.5, 0.6])
+    assert out["reading"] == "not judged" and np.isnan(out["diff"]).all()
 
 
 def test_the_arms_commands():
@@ -172,6 +184,12 @@ def test_the_summary_by_hand(tmp_path):
     assert t["fraction"]["verdict"] == "mean only"
     # counting the skill runs' 1000 frames: [0.3, 0.4], mean 0.35 above 0.3
     assert t["counted"]["per_seed"] == pytest.approx([0.3, 0.4]) and t["counted"]["verdict"] == "does not meet"
+    # against the reference's own fractions, [0.5, 0.5] (no spread): Welch se = 0.0707107 / sqrt(2) = 0.05
+    # with 1 degree of freedom, half = 12.706205 * 0.05 = 0.635310
+    vs = s["versus_reference"]
+    assert vs["fraction"]["diff"] == pytest.approx((-0.25, -0.88531, 0.38531), abs=1e-5)
+    assert vs["counted"]["diff"] == pytest.approx((-0.15, -0.78531, 0.48531), abs=1e-5)
+    assert vs["fraction"]["reading"] == vs["counted"]["reading"] == "not apart"
     f = arms[FINETUNED]["to_threshold"]
     assert f["steps"] == [1000, None] and f["fraction"]["verdict"] == "does not meet"
     assert f["counted"]["per_seed"] == [pytest.approx(0.5), None]       # (4000 + 1000) / 10000
@@ -185,6 +203,8 @@ def test_the_summary_by_hand(tmp_path):
     assert np.isnan(why["entropy"]["per_seed"]).all()                  # no metrics/high.csv in these runs
     page = markdown(plan, s, "t.png", "python examples/evidence/transfer.py")
     assert "## Why the transfer arm does not meet the target" in page
+    assert ("the transfer arm's fraction minus `flat`'s is **-0.250 [-0.885, +0.385]** (Welch, 95%), not shown "
+            "apart from it (the interval holds 0); counting the source frames, -0.150 [-0.785, +0.485]") in page
     assert "| final win with `high` uniformly random (`hdppo eval --uniform high`) | 0.250" in page
     assert "its choices matter" in page
     alone = s["skills_alone"]
