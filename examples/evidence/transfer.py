@@ -487,8 +487,9 @@ def versus_lines(vs: dict[str, Any], ref: str) -> list[str]:
     """The transfer arm against the better flat arm from scratch, the protocol's baseline."""
     f, c = vs["fraction"], vs["counted"]
     return [f"**Against the better flat arm from scratch** (`{ref}`, the protocol's baseline; the target above asks "
-            f"less): the transfer arm's fraction minus `{ref}`'s is **{_signed(f['diff'])}** (Welch, 95%), "
-            f"{READINGS[f['reading']]}; counting the source frames, {_signed(c['diff'])}, {READINGS[c['reading']]}."]
+            f"less): the transfer arm's fraction minus `{ref}`'s is **{_signed(f['diff'])}** (Welch, 95%, over the "
+            f"seeds that reached it), {READINGS[f['reading']]}; counting the source frames, {_signed(c['diff'])}, "
+            f"{READINGS[c['reading']]}."]
 
 
 def _signed(ci: Sequence[float]) -> str:
