@@ -566,7 +566,8 @@ def markdown(plan: TransferPlan, summary: dict[str, Any], png_name: str, command
         v = arms[TRANSFER]["to_threshold"]["fraction"]["verdict"]
         lines += ["", f"**Verdict: the transfer arm {VERDICTS[v]}** (at most {plan.goal} of the budget, every seed, "
                       "the interval included)."]
-        if vs := summary.get("versus_reference"):
+        vs = summary.get("versus_reference")
+        if vs and vs["fraction"]["reading"] != "not judged":     # else too few seeds reached it to compare
             lines += ["", *versus_lines(vs, ref)]
     if summary.get("why"):
         short = th is None or arms[TRANSFER]["to_threshold"]["fraction"]["verdict"] in ("does not meet", "mean only")

@@ -304,4 +304,5 @@ def test_the_report_from_records_alone_reads_the_threshold_off_their_curves(tmp_
     text = (tmp_path / "docs" / "t.md").read_text()
     assert "**Incomplete**: seeds [1] of this command are not finished; this report covers seeds [0]" in text
     assert "(12 training runs; finished ones are reused)" in text and "predates provenance records" in text
+    assert "Against the better flat arm" not in text        # one seed of the transfer arm: nothing to compare
     assert sorted(read_records(tmp_path / "docs" / "t-runs.json")) == sorted(known)     # seed 1's records kept
