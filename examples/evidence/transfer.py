@@ -487,16 +487,9 @@ def versus_lines(vs: dict[str, Any], ref: str) -> list[str]:
     """The transfer arm against the better flat arm from scratch, the protocol's baseline."""
     f, c = vs["fraction"], vs["counted"]
     return [f"**Against the better flat arm from scratch** (`{ref}`, the protocol's baseline; the target above asks "
-            f"less): the transfer arm's fraction minus `{ref}`'s is **{_signed(f['diff'])}** (Welch, 95%, over the "
-            f"seeds that reached it), {READINGS[f['reading']]}; counting the source frames, {_signed(c['diff'])}, "
+            f"less): the transfer arm's fraction minus `{ref}`'s is **{_ci(f['diff'])}** (Welch, 95%, over the "
+            f"seeds that reached it), {READINGS[f['reading']]}; counting the source frames, {_ci(c['diff'])}, "
             f"{READINGS[c['reading']]}."]
-
-
-def _signed(ci: Sequence[float]) -> str:
-    m, lo, hi = ci
-    if not np.isfinite(m):
-        return "-"
-    return f"{m:+.3f}" + (f" [{lo:+.3f}, {hi:+.3f}]" if np.isfinite(lo) else "")
 
 
 def markdown(plan: TransferPlan, summary: dict[str, Any], png_name: str, command: str,

@@ -203,9 +203,9 @@ def test_the_summary_by_hand(tmp_path):
     assert np.isnan(why["entropy"]["per_seed"]).all()                  # no metrics/high.csv in these runs
     page = markdown(plan, s, "t.png", "python examples/evidence/transfer.py")
     assert "## Why the transfer arm does not meet the target" in page
-    assert ("the transfer arm's fraction minus `flat`'s is **-0.250 [-0.885, +0.385]** (Welch, 95%, over the seeds "
+    assert ("the transfer arm's fraction minus `flat`'s is **-0.250 [-0.885, 0.385]** (Welch, 95%, over the seeds "
             "that reached it), not shown apart from it (the interval holds 0); counting the source frames, "
-            "-0.150 [-0.785, +0.485]") in page
+            "-0.150 [-0.785, 0.485]") in page
     assert "| final win with `high` uniformly random (`hdppo eval --uniform high`) | 0.250" in page
     assert "its choices matter" in page
     alone = s["skills_alone"]
