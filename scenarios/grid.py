@@ -30,7 +30,7 @@ from hdppo.errors import ScenarioError
 from hdppo.sims import BatchParallelEnv, copy_rngs
 
 if TYPE_CHECKING:
-    from hdppo.sims import Overlay, Scene
+    from hdppo.sims import Scene
 
 DX = np.array([0, 0, 0, -1, 1], dtype=np.int64)
 DY = np.array([0, -1, 1, 0, 0], dtype=np.int64)
@@ -197,14 +197,7 @@ class GridParallelEnv(BatchParallelEnv):
 
     def __init__(self, cfg: GridConfig | None = None, render_mode: str | None = None) -> None:
         self.cfg = cfg if cfg is not None else GridConfig()
-        super().__init__(GridBatch(self.cfg, 1, None))
-        self.render_mode = render_mode
-        self.overlay: Overlay | None = None    # the team drawn over the scene (hdppo render sets it)
-
-    def render(self) -> np.ndarray | None:
-        """An RGB frame [H, W, 3] of the grid (render_mode="rgb_array")."""
-        from hdppo.sims import render_frame
-        return render_frame(self, scene(self), self.overlay)
+        super().__init__(GridBatch(self.cfg, 1, None), render_mode=render_mode, scene=scene)
 
 
 def scene(env: GridParallelEnv) -> Scene:

@@ -364,14 +364,9 @@ class JaxmarlParallelEnv(BatchParallelEnv):
     metadata = {"name": "hdppo_jaxmarl_v0", "render_modes": ["rgb_array"]}
 
     def __init__(self, batch: JaxmarlBatch, render_mode: str | None = None) -> None:
-        super().__init__(batch, mask_in_infos=True)
-        self.render_mode = render_mode
-        self.overlay: Any = None            # the team drawn over the scene (hdppo render sets it)
-
-    def render(self) -> np.ndarray | None:
-        from hdppo.sims.scene import render_frame
-        scene = getattr(self.batch, "scene", None)
-        return None if scene is None else render_frame(self, scene(0), self.overlay)
+        draws = getattr(batch, "scene", None)         # the batch's scene of a copy, where its env draws one
+        super().__init__(batch, mask_in_infos=True, render_mode=render_mode,
+                         scene=None if draws is None else lambda env: draws(0))
 
 
 # ---- any JaxMARL env as an hdppo scenario -----------------------------------------------------------

@@ -2,10 +2,12 @@
 
 A native scenario steps its copies as arrays (`batched_env`); PettingZoo's API test and anyone who
 wants a plain ParallelEnv get this view of a batch with one copy instead of a second simulator.
+Given its scenario's `scene` function, the view also renders (render_mode="rgb_array").
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -16,15 +18,22 @@ from hdppo.sims.base import BatchedEnv
 
 class BatchParallelEnv(ParallelEnv):
     """A ParallelEnv over copy 0 of `batch` (built with n_envs=1). Observations are the batch's flat
-    Boxes; with `mask_in_infos` the legal actions are in `infos[agent]["action_mask"]` (int8)."""
+    Boxes; with `mask_in_infos` the legal actions are in `infos[agent]["action_mask"]` (int8).
+
+    With `scene` (the scenario's `scene(env) -> Scene`), `render()` draws it, and the team in
+    `overlay` over it (`hdppo render` sets that), as an RGB array for render_mode="rgb_array"; a
+    subclass that renders lists "rgb_array" in its `metadata["render_modes"]`."""
 
     metadata = {"name": "hdppo_batch_v0", "render_modes": []}
 
-    def __init__(self, batch: BatchedEnv, mask_in_infos: bool = False) -> None:
+    def __init__(self, batch: BatchedEnv, mask_in_infos: bool = False, render_mode: str | None = None,
+                 scene: Callable[[Any], Any] | None = None) -> None:
         if batch.n_envs != 1:
             raise ValueError(f"a BatchParallelEnv views one copy; the batch has n_envs={batch.n_envs}")
         self.batch = batch
-        self.render_mode: str | None = None
+        self.render_mode = render_mode
+        self.scene = scene
+        self.overlay: Any = None      # the team drawn over the scene (an Overlay; hdppo render sets it)
         self.mask_in_infos = mask_in_infos and batch.action_mask is not None
         self.possible_agents = list(batch.units)
         self.agents: list[str] = []
@@ -67,3 +76,10 @@ class BatchParallelEnv(ParallelEnv):
 
     def state(self) -> np.ndarray:
         return self.batch.state()[0]
+
+    def render(self) -> np.ndarray | None:
+        """An RGB frame [H, W, 3] of the scene for render_mode="rgb_array", else None."""
+        if self.scene is None:
+            return None
+        from hdppo.sims.scene import render_frame
+        return render_frame(self, self.scene(self), self.overlay)

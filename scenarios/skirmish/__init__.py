@@ -20,7 +20,7 @@ from hdppo.team.scenario import Choice
 from .sim import DIRS, N_MOVES, SkirmishBatch, SkirmishConfig, check_config
 
 if TYPE_CHECKING:
-    from hdppo.sims import Overlay, Scene
+    from hdppo.sims import Scene
 
 __all__ = ["SCENARIO", "SkirmishBatch", "SkirmishConfig", "SkirmishParallelEnv", "scripted_low"]
 
@@ -43,14 +43,7 @@ class SkirmishParallelEnv(BatchParallelEnv):
 
     def __init__(self, cfg: SkirmishConfig | None = None, render_mode: str | None = None) -> None:
         self.cfg = cfg if cfg is not None else SkirmishConfig()
-        super().__init__(SkirmishBatch(self.cfg, 1, None), mask_in_infos=True)
-        self.render_mode = render_mode
-        self.overlay: Overlay | None = None    # the team drawn over the scene (hdppo render sets it)
-
-    def render(self) -> np.ndarray | None:
-        """An RGB frame [H, W, 3] of the battle (render_mode="rgb_array")."""
-        from hdppo.sims import render_frame
-        return render_frame(self, scene(self), self.overlay)
+        super().__init__(SkirmishBatch(self.cfg, 1, None), mask_in_infos=True, render_mode=render_mode, scene=scene)
 
 
 # ---- rendering ------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from hdppo.sims import BatchParallelEnv
 from .sim import GOAL_DIM, N_ZONES, OFF_LOCAL, OFF_ZONES, WarehouseBatch, build_layout
 
 if TYPE_CHECKING:
-    from hdppo.sims import Overlay, Scene
+    from hdppo.sims import Scene
 
 ROBOT_GOAL_BOX = gym.spaces.Box(np.array([-1, -1, 0, -1, -1, 0], np.float32), np.ones(GOAL_DIM, np.float32),
                                 dtype=np.float32)
@@ -97,14 +97,7 @@ class WarehouseParallelEnv(BatchParallelEnv):
 
     def __init__(self, cfg: WarehouseConfig | None = None, render_mode: str | None = None) -> None:
         self.cfg = cfg if cfg is not None else WarehouseConfig()
-        super().__init__(make_batch(self.cfg, 1, None))
-        self.render_mode = render_mode
-        self.overlay: Overlay | None = None    # the team drawn over the scene (hdppo render sets it)
-
-    def render(self) -> np.ndarray | None:
-        """An RGB frame [H, W, 3] of the warehouse (render_mode="rgb_array")."""
-        from hdppo.sims import render_frame
-        return render_frame(self, scene(self), self.overlay)
+        super().__init__(make_batch(self.cfg, 1, None), render_mode=render_mode, scene=scene)
 
 
 ZONE_COLOURS = ["#ff7f0e", "#ffbb78", "#f7b6d2", "#c49c94"]

@@ -22,6 +22,27 @@ def test_native_envs_render_rgb_arrays(name):
     assert type(sc.env(sc.make_config()))(sc.make_config()).render() is None   # no mode: no frame
 
 
+def test_batch_view_renders_its_scene_and_the_overlay():
+    """A BatchParallelEnv given `scene=` draws it (and the team's overlay); without, it draws nothing."""
+    from hdppo.sims import BatchParallelEnv
+    sc = load_scenario("grid")
+    cfg = sc.make_config()
+
+    def units(env):
+        return Scene((-0.5, 7.5, -0.5, 7.5), env.batch.positions()[0].astype(float), env.batch.alive[0].copy())
+    env = BatchParallelEnv(sc.batched_env(cfg, 1, None), render_mode="rgb_array", scene=units)
+    env.reset(seed=0)
+    plain = env.render()
+    assert plain.dtype == np.uint8 and plain.ndim == 3 and plain.std() > 5
+    n = len(env.possible_agents)
+    env.overlay = Overlay([list(range(n))], np.array([[7.0, 7.0]]), np.full((n, 2), 7.0))
+    assert np.any(env.render() != plain)
+    bare = BatchParallelEnv(sc.batched_env(cfg, 1, None), render_mode="rgb_array")
+    bare.reset(seed=0)
+    assert bare.render() is None
+    assert BatchParallelEnv(sc.batched_env(cfg, 1, None), scene=units).render() is None   # no mode: no frame
+
+
 @pytest.mark.parametrize("name,overrides", [("spread", {}), ("battle", {"map_size": "20"})])
 def test_engine_envs_render_with_their_own_renderer(name, overrides):
     """spread (MPE2) and battle (MAgent2) take render_mode in their make_env and draw themselves."""
