@@ -364,9 +364,13 @@ class JaxmarlParallelEnv(BatchParallelEnv):
     metadata = {"name": "hdppo_jaxmarl_v0", "render_modes": ["rgb_array"]}
 
     def __init__(self, batch: JaxmarlBatch, render_mode: str | None = None) -> None:
-        draws = getattr(batch, "scene", None)         # the batch's scene of a copy, where its env draws one
         super().__init__(batch, mask_in_infos=True, render_mode=render_mode,
-                         scene=None if draws is None else lambda env: draws(0))
+                         scene=copy_scene if hasattr(batch, "scene") else None)
+
+
+def copy_scene(env: Any) -> Any:
+    """The Scene of a one-copy view: its batch's scene of copy 0 (batches that draw one have `scene`)."""
+    return env.batch.scene(0)
 
 
 # ---- any JaxMARL env as an hdppo scenario -----------------------------------------------------------
@@ -455,4 +459,4 @@ def jaxmarl_scenario(env: str | Callable[..., Any], *, name: str | None = None, 
                     env=lambda cfg: JaxmarlParallelEnv(batched(cfg, 1, None)), graph=make_graph or team_graph,
                     layers=layers, config=config, batched_env=batched,
                     positions=(lambda e: e.positions()) if hasattr(batch, "positions") else None,
-                    scene=(lambda e: e.batch.scene(0)) if hasattr(batch, "scene") else None, goal_xy=goal_xy)
+                    scene=copy_scene if hasattr(batch, "scene") else None, goal_xy=goal_xy)
