@@ -225,8 +225,8 @@ def report(results: dict[str, dict[str, list[dict]]], args: argparse.Namespace, 
     jx = next((r for r in records if r["framework"] == "jaxmarl"), None)
     lines = ["# hdppo vs JaxMARL's IPPO and MAPPO on SMAX", ""]
     if missing:
-        lines += [f"> **Incomplete**: {len(missing)} runs of this command are not finished: "
-                  f"{', '.join(missing)}.", ""]
+        runs = "1 run of this command is" if len(missing) == 1 else f"{len(missing)} runs of this command are"
+        lines += [f"> **Incomplete**: {runs} not finished: {', '.join(missing)}.", ""]
     lines += [f"Budget: {args.frames:,} frames asked per run (each row says what ran), seeds "
               f"{args.seed_list}, machine: {platform.machine()}, {os.cpu_count()} cores; the `load` column is "
               "the load average while each run trained (1 core busy = 1.0): wall-clock ratios compare runs "

@@ -31,11 +31,11 @@ def records(arm: str, wins: list[float], wall: float) -> list[dict]:
              "jaxmarl_commit": "c793d09561aa", "versions": {"jaxmarl": "0.2.0"}} for s, w in enumerate(wins)]
 
 
-def write(vs, out: Path) -> str:
+def write(vs, out: Path, missing: list[str] | None = None) -> str:
     results = {"3m": {"jaxmarl_mappo": records("jaxmarl_mappo", [0.4, 0.5, 0.6], 600.0),
                       "hdppo_flat": records("hdppo_flat", [0.7, 0.8, 0.9], 300.0)}}
     args = argparse.Namespace(frames=98_304, seed_list=[0, 1, 2])
-    return vs.report(results, args, out, "python examples/benchmarks/vs_jaxmarl.py", []).read_text()
+    return vs.report(results, args, out, "python examples/benchmarks/vs_jaxmarl.py", missing or []).read_text()
 
 
 def row(text: str, arm: str) -> list[str]:
@@ -53,6 +53,15 @@ def test_each_arm_gets_a_student_t_interval_its_difference_to_mappo_and_the_wall
     assert row(text, "hdppo_flat")[9] == "1.5"                        # load average over the run
     assert "Per seed (sampled): jaxmarl_mappo: 0.40, 0.50, 0.60; hdppo_flat: 0.70, 0.80, 0.90." in text
     assert (tmp_path / "smax-3m.png").is_file()
+
+
+def test_the_runs_not_yet_finished_are_named_in_words_that_fit_their_number(vs, tmp_path):
+    assert "Incomplete" not in write(vs, tmp_path)
+    one = write(vs, tmp_path, ["3m/hdppo_hier/seed_2"])
+    assert "> **Incomplete**: 1 run of this command is not finished: 3m/hdppo_hier/seed_2." in one
+    two = write(vs, tmp_path, ["3m/hdppo_hier/seed_1", "3m/hdppo_hier/seed_2"])
+    assert "> **Incomplete**: 2 runs of this command are not finished: 3m/hdppo_hier/seed_1, " \
+           "3m/hdppo_hier/seed_2." in two
 
 
 def test_the_hand_written_section_survives_a_regeneration_and_the_records_are_kept(vs, tmp_path):
