@@ -21,7 +21,6 @@ from. The values are not tuned by training runs.
 """
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -146,7 +145,7 @@ def controllers_table(overrides: dict[str, str] | None = None, episodes: int = 1
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     given = list(sys.argv[1:] if argv is None else argv)
-    command = shlex.join(["python", SCRIPT, *[a for a in given if a != "--report-only"]])
+    command = protocol.reproduce(SCRIPT, given)
     p = protocol.parser(PLAN, description="the long, sparse skirmish per the evidence protocol")
     p.add_argument("--controllers", action="store_true",
                    help="print the fixed controllers' win rates on the preset (with --set KEY=VALUE scenario keys) "

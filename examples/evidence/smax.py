@@ -17,7 +17,7 @@ are smax-MAP-skills (the flat arms are trained again in their folder: each folde
 The issue's target: on the hard maps the hierarchy beats the better flat arm, the interval of
 the difference above 0. `--map` picks some of them; `--out DIR` holds the runs in DIR/smax-MAP
 (default runs/evidence), finished runs are reused; `--steps`, `--seeds`, `--episodes`,
-`--set KEY=VALUE`, `--tag`, `--report-only` as in examples.studies.protocol. The shaping's
+`--set KEY=VALUE`, `--tag`, `--report-only`, `--arms` as in examples.studies.protocol. The shaping's
 weight and the layers' intervals are the scenario's defaults, not tuned.
 """
 import argparse

@@ -169,11 +169,13 @@ def check_budget(plan: ProtocolPlan, write: bool) -> None:
 
 
 def train_all(plan: ProtocolPlan, log: Callable[[str], None] = print, known: Records | None = None,
-              data: Path | None = None) -> None:
-    """Train every missing run (a seed's skill run before its hierarchy, whose budget it sets), but
-    those whose record the report's data file holds (`known`, from_records). With `data`, each arm's
-    seed is written to that data file as soon as its runs finish, so a campaign cut off keeps what it
-    finished even where its run folders do not survive."""
+              data: Path | None = None, arms: Sequence[str] = ARMS) -> None:
+    """Train every missing run of `arms` (a seed's skill run before its hierarchy, whose budget it
+    sets), but those whose record the report's data file holds (`known`, from_records). With `data`,
+    each arm's seed is written to that data file as soon as its runs finish, so a campaign cut off
+    keeps what it finished even where its run folders do not survive."""
+    if unknown := [a for a in arms if a not in ARMS]:
+        raise ValueError(f"arms {unknown} are not among the protocol's {list(ARMS)}")
     check_budget(plan, write=True)
     kept = from_records(plan, known)
     timings = plan.out / "timings.json"
@@ -183,12 +185,14 @@ def train_all(plan: ProtocolPlan, log: Callable[[str], None] = print, known: Rec
             add_record(data, run_record(plan, arm, seed), plan.outcome, log)
 
     for seed in plan.seeds:
-        for arm in FLAT_ARMS:
+        for arm in (a for a in FLAT_ARMS if a in arms):
             if (arm, seed) in kept:
                 log(f"reuse  {arm} seed {seed}: its record in the report's data file")
                 continue
             train_run(plan.run_dir(arm, seed), plan.command(arm, seed), plan.arm_steps(arm, seed), timings, log)
             keep(arm, seed)
+        if HIER not in arms:
+            continue
         if (HIER, seed) in kept:
             log(f"reuse  {HIER} seed {seed}: its record in the report's data file")
             continue
@@ -762,7 +766,24 @@ def parser(plan: ProtocolPlan, description: str | None = None,
     p.add_argument("--write", metavar="DIR", help="write DIR/NAME.md and DIR/NAME.png (default: into --out)")
     p.add_argument("--tag", default="", help="name the report NAME-TAG.md/.png (e.g. a shorter budget)")
     p.add_argument("--report-only", action="store_true", help="skip training; report the runs in --out")
+    p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS),
+                   help="train only these arms' missing runs (each kept in the data file as it finishes), then "
+                        "report the seeds whose three arms are all done: a long campaign a share at a time")
     return p
+
+
+def reproduce(script: str, given: Sequence[str]) -> str:
+    """The report's command: `python SCRIPT` with the given arguments, less --report-only and --arms
+    (with its values), which choose what one session trains, not what the report shows."""
+    kept: list[str] = []
+    skipping = False
+    for a in given:
+        if skipping and not a.startswith("-"):
+            continue
+        skipping = a == "--arms"
+        if not (skipping or a == "--report-only" or a.startswith("--arms=")):
+            kept.append(a)
+    return shlex.join(["python", script, *kept])
 
 
 def configure(plan: ProtocolPlan, args: argparse.Namespace) -> ProtocolPlan:
@@ -796,7 +817,22 @@ def run(plan: ProtocolPlan, args: argparse.Namespace, command: str,
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """Train what is missing (unless --report-only; seeds whose record the data file holds are not
     trained again), summarize, write NAME.md, NAME.png, NAME-runs.json and OUT/summary.json. With
-    --report-only, the seeds of which every arm is done are reported and the rest named as pending."""
+    --report-only, the seeds of which every arm is done are reported and the rest named as pending.
+    With --arms, only those arms' missing runs are trained, then the report is --report-only's; where
+    no seed has all three arms yet, no report is written and the summary's `pending` names the seeds."""
+    arms = list(getattr(args, "arms", ARMS))
+    if set(arms) != set(ARMS) and not args.report_only:
+        data = data_file(plan, args)
+        known = read_records(data)
+        check_runs(plan, known=known)
+        train_all(plan, log, known, data, arms)
+        known = read_records(data)
+        if not any(all(done(plan, a, s, known) for a in ARMS) for s in plan.seeds):
+            log(f"trained {' '.join(arms)} of seeds {plan.seeds}, kept in {data}; no report yet: no seed has all "
+                f"three arms (the rest: the same command with --arms "
+                f"{' '.join(a for a in ARMS if a not in arms)}, or without --arms)")
+            return {"pending": list(plan.seeds), "records": list(known.values())}
+        args = argparse.Namespace(**{**vars(args), "report_only": True})
     return campaign(plan, args, command, ARMS, done=done, check=lambda p, known: check_runs(p, known=known),
                     train=train_all, summarize=lambda p, known: summarize(p, known=known), plot=plot,
                     markdown=markdown, log=log)
@@ -867,7 +903,7 @@ def main_each(plan_of: Callable[[str], ProtocolPlan], choices: Sequence[str], fl
     `options` are the script's own flags (name, add_argument keywords), which `plan_of` has read:
     accepted here and kept in the reports' reproduce command."""
     given = list(sys.argv[1:] if argv is None else argv)
-    command = shlex.join(["python", script, *[a for a in given if a != "--report-only"]])
+    command = reproduce(script, given)
     p = parser(plan_of(choices[0]), description=description,
                out_help=f"folder of the runs, one subfolder per {flag} (finished runs are reused)")
     p.set_defaults(out="runs/evidence")
@@ -887,6 +923,6 @@ def main(plan: ProtocolPlan, script: str, argv: list[str] | None = None) -> dict
     """The protocol's command line for the script at path `script`; its reports' reproduce command is
     `python SCRIPT` with these arguments (less --report-only)."""
     given = list(sys.argv[1:] if argv is None else argv)
-    command = shlex.join(["python", script, *[a for a in given if a != "--report-only"]])
+    command = reproduce(script, given)
     args = parser(plan).parse_args(given)
     return run(configure(plan, args), args, command)

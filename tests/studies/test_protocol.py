@@ -243,3 +243,35 @@ def test_the_data_file_keeps_the_records_of_seeds_a_report_did_not_cover(tmp_pat
     assert sorted(got) == [(FLAT, 0), (FLAT, 3), (HIER, 0)]
     assert got[FLAT, 0]["final"] == 0.9 and got[FLAT, 3]["final"] == 0.3      # the new record replaces the old
     assert read_records(tmp_path / "none.json") == {}
+
+
+def test_arms_trains_only_those_arms_and_reports_once_a_seed_has_all_three(tmp_path, monkeypatch):
+    """--arms: a session trains a share of a long campaign (e.g. the hierarchy's seeds), each arm's
+    seed kept in the data file; no report until a seed has all three arms, then --report-only's, whose
+    reproduce command is the whole campaign's (no --arms)."""
+    import examples.studies.protocol as protocol
+    plan = dataclasses.replace(_plan(tmp_path / "runs"), seeds=[0, 1])
+    docs = tmp_path / "docs"
+    trained, reports = [], []
+    monkeypatch.setattr(protocol, "train_run", lambda run, *a, **kw: trained.append(run.name))
+    monkeypatch.setattr(protocol, "run_record", lambda p, arm, seed: _record(p, arm, seed))
+    monkeypatch.setattr(protocol, "campaign", lambda p, args, command, *a, **kw: reports.append((args, command)))
+
+    got = protocol.main(plan, "x.py", ["--arms", "hier", "--write", str(docs)])
+    assert trained == ["hier-skills-seed0", "hier-seed0", "hier-skills-seed1", "hier-seed1"]
+    assert got["pending"] == [0, 1] and not reports                   # no seed is whole: no report
+    assert sorted(read_records(docs / "grid-runs.json")) == [(HIER, 0), (HIER, 1)]
+
+    trained.clear()
+    protocol.main(plan, "x.py", ["--arms", "flat", "flat_shaped", "--seeds", "0", "--write", str(docs)])
+    assert trained == ["flat-seed0", "flat_shaped-seed0"]             # the hierarchy's records stand in for it
+    (args, command), = reports
+    assert args.report_only and command == f"python x.py --seeds 0 --write {docs}"
+    with pytest.raises(ValueError, match="skills"):
+        protocol.train_all(plan, arms=["skills"])
+
+
+def test_the_reproduce_command_drops_what_picks_a_sessions_share():
+    from examples.studies.protocol import reproduce
+    assert reproduce("s.py", ["--arms", "hier", "flat", "--seeds", "0", "1", "--report-only", "--arms=hier",
+                              "--tag", "x"]) == "python s.py --seeds 0 1 --tag x"
