@@ -5,7 +5,9 @@ evaluates for seconds); a test under `ray/` starts a local Ray (`ray`). The fast
 `python -m pytest -m "not slow and not ray"`, stays well under a minute; the README's test command
 runs everything, on two processes (`-n 2`) with every Ray-starting test on one of them.
 
-The tests of a module with a module-scoped fixture share a worker too, so the fixture is built once.
+The tests of a module with a module-scoped fixture share a worker too, so the fixture is built once;
+so do the modules marked `jaxmarl` (they compile JaxMARL envs in the test process), so each env's
+jitted step compiles once per run, not once per worker (SMAX: tens of seconds a shape on a clean clone).
 A test of tens of seconds or more on the CI machine says so with `@pytest.mark.long(SECONDS)`; those
 run first among the single tests, longest first, so under `-n 2` no long test is left to run alone
 at the end (the groups go out before them, largest first: xdist's loadscope reorder).
@@ -57,6 +59,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("ray"):      # tests/ray, and a test elsewhere that marks itself `ray`
             # One local Ray at a time: under `pytest -n N` (--dist loadgroup) these share one worker.
             item.add_marker(pytest.mark.xdist_group("ray"))
+        elif item.get_closest_marker("jaxmarl"):
+            item.add_marker(pytest.mark.xdist_group("jaxmarl"))
         elif shares_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(str(path)))
         if folders & SLOW_FOLDERS:

@@ -1,7 +1,8 @@
 """Under `-n 2` the tests of one xdist_group run on one worker: those marked `ray` (one local Ray at a
-time) and those of a module with a module-scoped fixture (built once); tests/conftest.py adds the
-groups. pytest 9.2 broke this silently with pytest-xdist 3.8 (pytest-xdist#1386): both workers ran
-Ray tests at once and each built the module fixtures (hence the test extra's pytest < 9.2)."""
+time), those marked `jaxmarl` (each env compiled once) and those of a module with a module-scoped
+fixture (built once); tests/conftest.py adds the groups. pytest 9.2 broke this silently with
+pytest-xdist 3.8 (pytest-xdist#1386): both workers ran Ray tests at once and each built the module
+fixtures (hence the test extra's pytest < 9.2)."""
 from __future__ import annotations
 
 import os
@@ -15,6 +16,7 @@ CONFTEST = "from tests.conftest import pytest_collection_modifyitems  # noqa: F4
 SIX = "\n\n@pytest.mark.parametrize('i', range(6))\ndef test_x(i{arg}):\n    time.sleep(0.2)\n"
 FILES = {
     "test_ray_marked.py": "import time\nimport pytest\n\npytestmark = pytest.mark.ray\n" + SIX.format(arg=""),
+    "test_jax_marked.py": "import time\nimport pytest\n\npytestmark = pytest.mark.jaxmarl\n" + SIX.format(arg=""),
     "test_shared.py": "import time\nimport pytest\n\n\n@pytest.fixture(scope='module')\ndef built():\n    return 1\n"
                       + SIX.format(arg=", built"),
     "test_free.py": "import time\nimport pytest\n" + SIX.format(arg=""),
@@ -35,4 +37,5 @@ def test_grouped_tests_run_on_one_worker_and_the_others_spread(tmp_path):
         ran.setdefault(nodeid.split("::")[0], set()).add(worker)
     assert set(ran) == set(FILES), proc.stdout[-3000:]
     assert len(ran["test_ray_marked.py"]) == 1 and len(ran["test_shared.py"]) == 1, ran
+    assert len(ran["test_jax_marked.py"]) == 1, ran      # JaxMARL modules: each env compiled by one worker
     assert len(ran["test_free.py"]) == 2, ran           # the check can tell: ungrouped tests spread

@@ -92,11 +92,14 @@ def random_team(episodes: int, seed: int) -> dict[str, float]:
     return {k: float(np.mean([e[k] for e in done[:episodes]])) for k in ("team_return", "targets_claimed")}
 
 
-@pytest.mark.long(130)
+@pytest.mark.long(50)
 def test_all_layers_beat_a_random_team(tmp_path):
+    """Three layers trained together beat uniformly random layers. epochs=4: the default's 16 passes
+    took 2.6x the time for the same verdict (seed 0, margins over the random team: return +1.26 and
+    claimed +0.25 at 4 epochs, +1.82 and +0.32 at 16; the bars are +0.4 and +0.1)."""
     from hdppo.runtime.evaluate import evaluate
     run = train(tmp_path / "run", GRID_LAYERS, steps=15000, workers=2, envs_per_worker=8, backend="inline",
-                seed=0, lr="1e-3", rollout="16", progress="false").out
+                seed=0, lr="1e-3", rollout="16", progress="false", epochs=4).out
     trained = evaluate(run, episodes=64, seed=5)
     baseline = random_team(64, seed=5)
     assert trained["team_return"][0] > baseline["team_return"] + 0.4, (trained, baseline)

@@ -14,6 +14,8 @@ from hdppo.team.check import run_check
 from tests.helpers import TINY_CLI
 from tests.helpers.cli import cli
 
+pytestmark = pytest.mark.jaxmarl      # one worker compiles each env once (tests/conftest.py)
+
 # the tiny settings with 8 copies a worker (SMAX episodes last tens of steps)
 RUN = [a if a != "envs_per_worker=2" else "envs_per_worker=8" for a in TINY_CLI]
 

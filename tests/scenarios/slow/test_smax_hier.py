@@ -19,6 +19,8 @@ from hdppo.team.hierarchy import HierarchyEnv
 from tests.helpers import TINY_CLI
 from tests.helpers.cli import cli
 
+pytestmark = pytest.mark.jaxmarl      # one worker compiles each env once (tests/conftest.py)
+
 RUN = [a if a != "envs_per_worker=2" else "envs_per_worker=8" for a in TINY_CLI]
 CFG = SCENARIO.make_config({"hier": "true"})
 SZ = Sizes(CFG)

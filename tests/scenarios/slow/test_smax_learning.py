@@ -20,6 +20,8 @@ pytest.importorskip("jaxmarl", reason="JaxMARL is not installed: pip install 'hd
 from hdppo.engine.metrics import read_csv
 from tests.helpers.engine import train
 
+pytestmark = pytest.mark.jaxmarl      # one worker compiles each env once (tests/conftest.py)
+
 STEPS = 102_400
 
 

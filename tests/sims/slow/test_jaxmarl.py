@@ -15,6 +15,8 @@ from hdppo.sims.jaxmarl import JaxmarlBatch, cached_env
 from hdppo.sims.smax import SmaxBatch, smax_env
 from tests.helpers.batch import assert_copies_match
 
+pytestmark = pytest.mark.jaxmarl      # one worker compiles each env once (tests/conftest.py)
+
 SHORT = dict(max_steps=20)          # short episodes, so a few dozen steps cross several resets
 
 

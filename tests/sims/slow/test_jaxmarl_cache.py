@@ -11,6 +11,7 @@ import sys
 import pytest
 
 pytest.importorskip("jaxmarl", reason="JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")
+pytestmark = pytest.mark.jaxmarl      # one worker compiles each env once (tests/conftest.py)
 
 STEP_ONCE = """
 import json, jax, jax.monitoring as mon
