@@ -13,13 +13,15 @@ import sys
 from tests.helpers import ROOT
 
 CONFTEST = "from tests.conftest import pytest_collection_modifyitems  # noqa: F401  (the suite's own hook)\n"
-SIX = "\n\n@pytest.mark.parametrize('i', range(6))\ndef test_x(i{arg}):\n    time.sleep(0.2)\n"
+SLEEPS = "\n\n@pytest.mark.parametrize('i', range({n}))\ndef test_x(i{arg}):\n    time.sleep(0.2)\n"
 FILES = {
-    "test_ray_marked.py": "import time\nimport pytest\n\npytestmark = pytest.mark.ray\n" + SIX.format(arg=""),
-    "test_jax_marked.py": "import time\nimport pytest\n\npytestmark = pytest.mark.jaxmarl\n" + SIX.format(arg=""),
+    "test_ray_marked.py": "import time\nimport pytest\n\npytestmark = pytest.mark.ray\n" + SLEEPS.format(n=6, arg=""),
+    "test_jax_marked.py": "import time\nimport pytest\n\npytestmark = pytest.mark.jaxmarl\n"
+                          + SLEEPS.format(n=6, arg=""),
     "test_shared.py": "import time\nimport pytest\n\n\n@pytest.fixture(scope='module')\ndef built():\n    return 1\n"
-                      + SIX.format(arg=", built"),
-    "test_free.py": "import time\nimport pytest\n" + SIX.format(arg=""),
+                      + SLEEPS.format(n=6, arg=", built"),
+    # more free work than the three groups' 3.6 s, so the worker that took two groups still gets some
+    "test_free.py": "import time\nimport pytest\n" + SLEEPS.format(n=24, arg=""),
 }
 
 
