@@ -103,17 +103,19 @@ def _spread_ev(tmp_path, value_norm: str) -> list[float]:
     keys = set(load_scenario("spread").make_config().__dataclass_fields__)
     tc, scen = resolve_overrides({"steps": "30000", "workers": "1", "envs_per_worker": "8", "backend": "inline",
                                   "progress": "false", "value_norm": value_norm, "reward_norm": "false",
-                                  "n_agents": "3", "squad_size": "3", "max_cycles": "25", "layers": "1"},
+                                  "n_agents": "3", "squad_size": "3", "max_cycles": "25", "layers": "1",
+                                  "epochs": "4"},
                                  ["low"], keys)
     out = tmp_path / f"vn-{value_norm}"
     Trainer(RunSpec("spread", scen, tc, ["low"], {}, out)).run()
     return [r["explained_variance"] for r in read_csv(out, "low")]
 
 
-@pytest.mark.long(65)
+@pytest.mark.long(30)
 def test_value_norm_lets_the_critic_fit_returns_of_a_large_scale(tmp_path):
     """simple_spread's returns are around -100: without value_norm the critic explains none of them
-    in a short run; with it, most."""
+    in a short run; with it, most. At 4 epochs (31 s for both runs against 74 s at the default 16;
+    explained variance 0.69 with it against -0.02 without, 0.76 against -0.01 at 16)."""
     with_vn, without = _spread_ev(tmp_path, "true"), _spread_ev(tmp_path, "false")
     fit, raw = np.mean(with_vn[-3:]), np.mean(without[-3:])
     assert fit > 0.25 and raw < 0.1 and fit > raw + 0.25, (with_vn, without)
