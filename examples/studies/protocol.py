@@ -921,7 +921,7 @@ def main_each(plan_of: Callable[[str], ProtocolPlan], choices: Sequence[str], fl
 
 def main(plan: ProtocolPlan, script: str, argv: list[str] | None = None) -> dict[str, Any]:
     """The protocol's command line for the script at path `script`; its reports' reproduce command is
-    `python SCRIPT` with these arguments (less --report-only)."""
+    `python SCRIPT` with these arguments (less --report-only and --arms: reproduce)."""
     given = list(sys.argv[1:] if argv is None else argv)
     command = reproduce(script, given)
     args = parser(plan).parse_args(given)
