@@ -562,6 +562,11 @@ def _minutes(values: list[float | None]) -> str:
         f", {len(timed)} of {len(values)} timed" if len(timed) < len(values) else "")
 
 
+def _seeds_df(n: int) -> str:
+    """'5 seeds, 4 degrees of freedom'; '1 seed, 0 degrees of freedom'; '2 seeds, 1 degree of freedom'."""
+    return f"{n} seed{'s' if n != 1 else ''}, {n - 1} degree{'s' if n != 2 else ''} of freedom"
+
+
 def _frames(values: list[int]) -> str:
     lo, hi = min(values), max(values)
     return f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
@@ -586,7 +591,7 @@ def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command
              + (f"; every run with `{' '.join(plan.common)}`" if plan.common else "") + f"; seeds {plan.seeds}. "
              f"Each final team is played for {plan.eval_episodes} fresh episodes (`hdppo.runtime.evaluate.play`, "
              f"sampled actions, eval seed {EVAL_SEED} + the seed). Intervals are 95% Student-t intervals across the "
-             f"seeds' means ({n} seeds, {n - 1} degree{'s' if n != 2 else ''} of freedom"
+             f"seeds' means ({_seeds_df(n)}"
              + ("; a rate's clipped to [0, 1]" if plan.rate else "") + "); the difference between two arms is a "
              "Welch interval. A run ends on a whole rollout, so it "
              "may pass its budget by part of one: the frames column gives what the runs trained.", "",

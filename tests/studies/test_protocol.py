@@ -18,6 +18,7 @@ from examples.studies.protocol import (
     ProtocolPlan,
     SkillStage,
     _ci,
+    _seeds_df,
     _steps_ci,
     arm_commands,
     better_flat,
@@ -62,6 +63,13 @@ def test_one_seed_has_no_interval_in_the_report():
     assert m == 0.03 and np.isnan(lo) and np.isnan(hi)
     assert _ci(seeds_t_ci([0.03])) == "0.030" and _ci(paired_ci([0.5], [0.25])) == "0.250"
     assert _ci(seeds_t_ci([0.03, float("nan")])) == "0.030"               # one finite seed of two
+
+
+def test_the_report_counts_seeds_and_degrees_of_freedom_in_words():
+    # a partial report of one seed said "1 seeds"
+    assert _seeds_df(1) == "1 seed, 0 degrees of freedom"
+    assert _seeds_df(2) == "2 seeds, 1 degree of freedom"
+    assert _seeds_df(5) == "5 seeds, 4 degrees of freedom"
 
 
 def test_welch_difference_and_the_verdict_by_hand():
