@@ -192,11 +192,17 @@ def ci_text(values: list[float]) -> str:
     return "-" if not np.isfinite(m) else f"{m:.2f}" if len(values) < 2 else f"{m:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
+def figure_name(map_name: str) -> str:
+    """The file of a map's learning curves beside smax.md; not smax-MAP.png, which is the name of the
+    evidence protocol's figure of that map (examples/evidence/smax.py writes it into the same folder)."""
+    return f"smax-jaxmarl-{map_name}.png"
+
+
 def map_table(map_name: str, by_arm: dict[str, list[dict]]) -> list[str]:
     from hdppo.stats import diff_ci
     mappo = by_arm.get("jaxmarl_mappo", [])
     mappo_wall = np.mean([r["process_wall_s"] for r in mappo]) if mappo else None
-    lines = [f"## {map_name}", "", f"![{map_name}](smax-{map_name}.png)", "",
+    lines = [f"## {map_name}", "", f"![{map_name}]({figure_name(map_name)})", "",
              "| arm | seeds | frames | win, sampled [95% CI] | win, greedy | vs MAPPO (sampled) | wall-clock s | "
              "frames/s | wall vs MAPPO | load |", "|---|---:|---:|---|---|---|---:|---:|---:|---:|"]
     for arm, runs in by_arm.items():
@@ -238,7 +244,7 @@ def report(results: dict[str, dict[str, list[dict]]], args: argparse.Namespace, 
     if kept:
         lines += [KEEP_MARK + kept.rstrip(), "", KEEP_END, ""]
     for map_name, by_arm in results.items():
-        plot(map_name, by_arm, out / f"smax-{map_name}.png")
+        plot(map_name, by_arm, out / figure_name(map_name))
         lines += map_table(map_name, by_arm)
     page.write_text("\n".join(lines))
     made = {(r["map"], r["arm"], r["seed"]) for r in records}    # a call on fewer maps, arms or seeds keeps the rest

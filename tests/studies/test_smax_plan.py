@@ -59,3 +59,16 @@ def test_report_only_looks_for_the_skills_designs_runs_in_its_own_folder(tmp_pat
     with pytest.raises(SystemExit) as exc:
         main(["--report-only", "--design", "skills", "--map", "5m_vs_6m", "--seeds", "0", "--out", str(tmp_path)])
     assert str(tmp_path / "smax-5m_vs_6m-skills" / "flat-seed0") in str(exc.value)
+
+
+def test_the_protocol_pages_and_the_jaxmarl_runner_write_no_file_of_the_same_name():
+    """Both write into docs/evidence: the protocol's report of 5m_vs_6m wrote its figure over the
+    runner's figure of that map (both smax-5m_vs_6m.png). The protocol writes NAME.md, NAME.png and
+    NAME-runs.json (examples.studies.evidence.report, data_file)."""
+    import examples.benchmarks.vs_jaxmarl as vs
+    from examples.evidence.smax import MAPS, plan
+    runner = {vs.figure_name(m) for m in vs.MAPS} | {"smax.md", vs.DATA_FILE}
+    for map_name in MAPS:
+        for design in ("joint", "skills"):
+            name = plan(map_name, design=design).name
+            assert not {f"{name}.md", f"{name}.png", f"{name}-runs.json"} & runner, name

@@ -52,7 +52,7 @@ def test_each_arm_gets_a_student_t_interval_its_difference_to_mappo_and_the_wall
     assert row(text, "hdppo_flat")[8] == "2.00x"                      # 600 s / 300 s
     assert row(text, "hdppo_flat")[9] == "1.5"                        # load average over the run
     assert "Per seed (sampled): jaxmarl_mappo: 0.40, 0.50, 0.60; hdppo_flat: 0.70, 0.80, 0.90." in text
-    assert (tmp_path / "smax-3m.png").is_file()
+    assert (tmp_path / "smax-jaxmarl-3m.png").is_file() and "![3m](smax-jaxmarl-3m.png)" in text
 
 
 def test_the_runs_not_yet_finished_are_named_in_words_that_fit_their_number(vs, tmp_path):
