@@ -66,9 +66,9 @@ def test_the_protocol_pages_and_the_jaxmarl_runner_write_no_file_of_the_same_nam
     runner's figure of that map (both smax-5m_vs_6m.png). The protocol writes NAME.md, NAME.png and
     NAME-runs.json (examples.studies.evidence.report, data_file)."""
     import examples.benchmarks.vs_jaxmarl as vs
-    from examples.evidence.smax import MAPS, plan
+    from examples.evidence.smax import DESIGNS, MAPS, plan
     runner = {vs.figure_name(m) for m in vs.MAPS} | {"smax.md", vs.DATA_FILE}
     for map_name in MAPS:
-        for design in ("joint", "skills"):
+        for design in DESIGNS:
             name = plan(map_name, design=design).name
             assert not {f"{name}.md", f"{name}.png", f"{name}-runs.json"} & runner, name
