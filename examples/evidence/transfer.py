@@ -99,6 +99,7 @@ from examples.studies.protocol import (
     reach_ci,
     seeds_mean,
     seeds_t_ci,
+    verdict_head,
 )
 from hdppo import provenance
 from hdppo.stats import CI, diff_ci
@@ -557,7 +558,8 @@ def markdown(plan: TransferPlan, summary: dict[str, Any], png_name: str, command
                     else "- | - | - |")
             lines.append(row)
         v = arms[TRANSFER]["to_threshold"]["fraction"]["verdict"]
-        lines += ["", f"**Verdict: the transfer arm {VERDICTS[v]}** (at most {plan.goal} of the budget, every seed, "
+        lines += ["", f"**{verdict_head(plan.seeds, pending)}: the transfer arm {VERDICTS[v]}** (at most "
+                      f"{plan.goal} of the budget, every seed, "
                       "the interval included)."]
         vs = summary.get("versus_reference")
         if vs and vs["fraction"]["reading"] != "not judged":     # else too few seeds reached it to compare

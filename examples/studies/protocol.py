@@ -606,6 +606,7 @@ def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command
                      f"{_frames(s['frames'])} | {_ci(s['ci'])} | {per} | {_ci(s['team_return'])} | "
                      + "".join(f"{_ci(s['also'][k])} | " for k in plan.also) + f"{_minutes(s['minutes'])} |")
     d, v = summary["diff"], summary["verdict"]
+    head = verdict_head(plan.seeds, summary.get("pending", []))
     ratio = summary["ratio"]
     other = arms[FLAT if best == SHAPED else SHAPED]["ci"][0]
     tie = "; a tie, so the plain flat arm is taken" if other == arms[best]["ci"][0] else ""
@@ -614,16 +615,16 @@ def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command
                   f"**{_ci(d)}** (Welch, 95%)" + (f"; the ratio of the means is {ratio:.2f}" if ratio is not None
                                                  else "") + ".", ""]
     if v == "stands":
-        lines.append(f"**Verdict: the claim stands.** The hierarchy's final {o} is above the better flat arm's, "
+        lines.append(f"**{head}: the claim stands.** The hierarchy's final {o} is above the better flat arm's, "
                      f"the interval of the difference above 0.")
     elif v == "does not stand":
         worse = d[2] < 0
-        lines.append(f"**Verdict: the claim does not stand.** The hierarchy's final {o} is "
+        lines.append(f"**{head}: the claim does not stand.** The hierarchy's final {o} is "
                      + ("below the better flat arm's (the interval of the difference below 0): the hierarchy "
                         "loses." if worse else "not shown above the better flat arm's (the interval of the "
                                                "difference holds 0): a tie at this budget and seed count."))
     else:
-        lines.append("**Verdict: not judged**: the difference has no interval (fewer than 2 seeds an arm).")
+        lines.append(f"**{head}: not judged**: the difference has no interval (fewer than 2 seeds an arm).")
     lines += ["", f"![{o} curves]({png_name})", ""]
     th = summary["threshold"]
     if th is None and summary["threshold_source"] == "no curve":
@@ -655,6 +656,12 @@ def markdown(plan: ProtocolPlan, summary: dict[str, Any], png_name: str, command
     lines += [f"- runs: {m}" for m in sorted(made_by)]
     lines.append(f"- report: {provenance.describe(made or provenance.provenance())}")
     return "\n".join(lines) + "\n"
+
+
+def verdict_head(seeds: Sequence[int], pending: Sequence[int]) -> str:
+    """A verdict's head: "Verdict", or "Verdict so far (N of M seeds)" on a report of part of its
+    command's seeds, whose verdict the seeds still to come may turn."""
+    return f"Verdict so far ({len(seeds)} of {len(seeds) + len(pending)} seeds)" if pending else "Verdict"
 
 
 def incomplete(pending: Sequence[int], seeds: Sequence[int], needs: str) -> list[str]:

@@ -28,14 +28,17 @@ from examples.studies.protocol import (
     frames,
     from_records,
     late_entropy,
+    markdown,
     paired_ci,
     reach_ci,
     read_records,
     seed_points,
     seeds_t_ci,
     stale_records,
+    summarize,
     thin,
     verdict,
+    verdict_head,
     write_records,
 )
 from hdppo.engine.metrics import MetricsSink
@@ -226,6 +229,24 @@ def test_a_data_file_record_stands_in_for_a_run_only_while_it_fits_and_the_run_i
     assert not from_records(dataclasses.replace(plan, also=["lifts"]), known)     # a key the record lacks
     _state(plan.run_dir(FLAT, 0), 4000)                                # the run is here, finished: it is read
     assert not from_records(plan, known)
+
+
+def test_a_report_of_part_of_its_seeds_gives_its_verdict_as_so_far(tmp_path):
+    """The 5m_vs_6m page on seeds 0-1 of 5 said "Verdict: the claim does not stand." as if final."""
+    plan = dataclasses.replace(_plan(tmp_path, skills=None), seeds=[0, 1])
+    finals = {FLAT: [0.0, 0.1], SHAPED: [0.96, 0.89], HIER: [0.06, 0.05]}
+    known = {(arm, s): {**_record(plan, arm, s, final=finals[arm][s]), "curve": [[0, 4000], [0.0, finals[arm][s]]]}
+             for arm in finals for s in plan.seeds}
+    for s in plan.seeds:                               # the hierarchy's record carries its commander's diagnostics
+        known[HIER, s].update(top="high", n_goals=6, random_top=0.02, entropy=0.43)
+    summary = summarize(plan, known=known)
+    assert summary["verdict"] == "does not stand" and summary["better_flat"] == SHAPED
+    partial = markdown(plan, {**summary, "pending": [2, 3, 4]}, "x.png", "python x.py")
+    assert "**Verdict so far (2 of 5 seeds): the claim does not stand.**" in partial
+    assert "**Verdict:" not in partial and "> **Incomplete**: seeds [2, 3, 4]" in partial
+    whole = markdown(plan, {**summary, "pending": []}, "x.png", "python x.py")
+    assert "**Verdict: the claim does not stand.**" in whole and "so far" not in whole
+    assert verdict_head([0], [1, 2]) == "Verdict so far (1 of 3 seeds)" and verdict_head([0, 1], []) == "Verdict"
 
 
 def test_a_record_made_with_other_settings_is_refused_naming_them(tmp_path):

@@ -208,6 +208,9 @@ def test_the_summary_by_hand(tmp_path):
             "-0.150 [-0.785, 0.485]") in page
     assert "| final win with `high` uniformly random (`hdppo eval --uniform high`) | 0.250" in page
     assert "its choices matter" in page
+    assert "**Verdict: the transfer arm" in page
+    partial = markdown(plan, {**s, "pending": [2, 3, 4]}, "t.png", "python examples/evidence/transfer.py")
+    assert "**Verdict so far (2 of 5 seeds): the transfer arm" in partial and "**Verdict:" not in partial
     alone = s["skills_alone"]
     assert alone["source"]["per_seed"] == [0.5, 1.0] and alone["target"]["per_seed"] == [0.0, 0.5]
     assert alone["target_minus_source"] == pytest.approx((-0.5, -0.5, -0.5))
