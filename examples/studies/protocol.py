@@ -743,7 +743,7 @@ def plot(plan: ProtocolPlan, summary: dict[str, Any], png: Path) -> Path:
     if not np.isfinite(np.asarray([summary["arms"][a]["curve"] for a in ARMS], float)).any():
         ax.text(0.5, 0.5, f"no curve point yet\n(a point needs {MIN_EPISODES} finished episodes)",
                 transform=ax.transAxes, ha="center", va="center", color="grey")
-    ax.set_xlabel("env frames (the hierarchy's skill run included)")
+    ax.set_xlabel("env frames" + (" (the hierarchy's skill run included)" if plan.skills is not None else ""))
     ax.set_ylabel(f"{plan.outcome} (last 200 episodes)")
     ax.set_title(f"{plan.name or plan.scenario}: {plan.outcome} while training")
     ax.grid(alpha=0.3)
@@ -755,7 +755,7 @@ def plot(plan: ProtocolPlan, summary: dict[str, Any], png: Path) -> Path:
         bar.bar(i, m, color=f"C{min(i, 2)}", alpha=1.0 if i < 3 else 0.45, yerr=err, capsize=4)
     bar.set_xticks(range(len(bars)), [b[0] for b in bars], rotation=15, fontsize=8)
     bar.set_ylabel(f"final {plan.outcome} (eval, 95% t CI)")
-    bar.set_title(f"verdict: {summary['verdict']}")
+    bar.set_title(f"{verdict_head(plan.seeds, summary.get('pending', [])).lower()}: {summary['verdict']}")
     bar.grid(alpha=0.3, axis="y")
     return save_png(fig, png)
 

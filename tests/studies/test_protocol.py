@@ -231,8 +231,10 @@ def test_a_data_file_record_stands_in_for_a_run_only_while_it_fits_and_the_run_i
     assert not from_records(plan, known)
 
 
-def test_a_report_of_part_of_its_seeds_gives_its_verdict_as_so_far(tmp_path):
-    """The 5m_vs_6m page on seeds 0-1 of 5 said "Verdict: the claim does not stand." as if final."""
+def test_a_report_of_part_of_its_seeds_gives_its_verdict_as_so_far(tmp_path, monkeypatch):
+    """The 5m_vs_6m page on seeds 0-1 of 5 said "Verdict: the claim does not stand." as if final, its
+    figure too, whose axis spoke of a skill run that plan does not have."""
+    import examples.studies.protocol as protocol
     plan = dataclasses.replace(_plan(tmp_path, skills=None), seeds=[0, 1])
     finals = {FLAT: [0.0, 0.1], SHAPED: [0.96, 0.89], HIER: [0.06, 0.05]}
     known = {(arm, s): {**_record(plan, arm, s, final=finals[arm][s]), "curve": [[0, 4000], [0.0, finals[arm][s]]]}
@@ -247,6 +249,12 @@ def test_a_report_of_part_of_its_seeds_gives_its_verdict_as_so_far(tmp_path):
     whole = markdown(plan, {**summary, "pending": []}, "x.png", "python x.py")
     assert "**Verdict: the claim does not stand.**" in whole and "so far" not in whole
     assert verdict_head([0], [1, 2]) == "Verdict so far (1 of 3 seeds)" and verdict_head([0, 1], []) == "Verdict"
+    figures = []
+    monkeypatch.setattr(protocol, "save_png", lambda fig, png: figures.append(fig))
+    protocol.plot(plan, {**summary, "pending": [2, 3, 4]}, tmp_path / "x.png")
+    curves, bars = figures[0].axes
+    assert bars.get_title() == "verdict so far (2 of 5 seeds): does not stand"
+    assert curves.get_xlabel() == "env frames"                        # no skill run in this plan to include
 
 
 def test_a_record_made_with_other_settings_is_refused_naming_them(tmp_path):
