@@ -559,8 +559,7 @@ def markdown(plan: TransferPlan, summary: dict[str, Any], png_name: str, command
             lines.append(row)
         v = arms[TRANSFER]["to_threshold"]["fraction"]["verdict"]
         lines += ["", f"**{verdict_head(plan.seeds, pending)}: the transfer arm {VERDICTS[v]}** (at most "
-                      f"{plan.goal} of the budget, every seed, "
-                      "the interval included)."]
+                      f"{plan.goal} of the budget, every seed, the interval included)."]
         vs = summary.get("versus_reference")
         if vs and vs["fraction"]["reading"] != "not judged":     # else too few seeds reached it to compare
             lines += ["", *versus_lines(vs, ref)]

@@ -255,6 +255,8 @@ def test_a_report_of_part_of_its_seeds_gives_its_verdict_as_so_far(tmp_path, mon
     curves, bars = figures[0].axes
     assert bars.get_title() == "verdict so far (2 of 5 seeds): does not stand"
     assert curves.get_xlabel() == "env frames"                        # no skill run in this plan to include
+    import matplotlib.pyplot as plt
+    plt.close(figures[0])                                             # save_png, stubbed here, closes it
 
 
 def test_a_record_made_with_other_settings_is_refused_naming_them(tmp_path):
