@@ -23,6 +23,7 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 ALGOS = {  # algo -> (baseline module, its config, the seed handling of its main())
     "ippo": ("baselines/IPPO/ippo_rnn_smax.py", "baselines/IPPO/config/ippo_rnn_smax.yaml", "vmap_seeds"),
@@ -32,6 +33,8 @@ ALGOS = {  # algo -> (baseline module, its config, the seed handling of its main
 
 def load_module(path: Path):
     spec = importlib.util.spec_from_file_location(f"jaxmarl_baseline_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {path} as a Python module: is the JaxMARL checkout complete?")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))
     spec.loader.exec_module(module)
@@ -60,7 +63,8 @@ def evaluate(module, algo: str, config: dict, params, episodes: int, seed: int, 
     from jaxmarl.environments.smax import HeuristicEnemySMAX, map_name_to_scenario
 
     env = HeuristicEnemySMAX(scenario=map_name_to_scenario(config["MAP_NAME"]), **config["ENV_KWARGS"])
-    n_allies, n_actions = env.num_agents, env.action_space(env.agents[0]).n
+    action_space: Any = env.action_space(env.agents[0])      # a JaxMARL Discrete
+    n_allies, n_actions = env.num_agents, action_space.n
     actors = episodes * n_allies
     net = (module.ActorCriticRNN(n_actions, config=config) if algo == "ippo"
            else module.ActorRNN(n_actions, config=config))

@@ -50,7 +50,7 @@ def main() -> None:
         return PettingZooBatch(lambda: SCENARIO.env(cfg), [f"robot_{i}" for i in range(robots)], E, None,
                                episode_info)
 
-    def env_stepper(env) -> Callable[[], None]:
+    def env_stepper(env) -> Callable[[], object]:
         env.reset(seed=0)
 
         def step() -> None:
@@ -58,13 +58,15 @@ def main() -> None:
             env.reset_done(out.done)
         return step
 
-    def hier_stepper(env) -> Callable[[], None]:
+    def hier_stepper(env) -> Callable[[], object]:
         h = HierarchyEnv(SCENARIO, cfg, n_envs=E, seed=0, env=env)
         policies = [uniform_policy(info, 0) for info in h.info]
         return lambda: h.step(lambda d: policies[d.layer](d))
 
+    batched = SCENARIO.batched_env
+    assert batched is not None                          # the rware scenario's own batched env
     ways = {"env: rware via adapter": env_stepper(adapter()),
-            "env: RwareBatch": env_stepper(SCENARIO.batched_env(cfg, E, 0)),
+            "env: RwareBatch": env_stepper(batched(cfg, E, 0)),
             "hierarchy: rware via adapter": hier_stepper(adapter()),
             "hierarchy: RwareBatch": hier_stepper(None)}
     best = dict.fromkeys(ways, 0.0)

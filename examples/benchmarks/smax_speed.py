@@ -65,6 +65,7 @@ def adapter_stepper(env, n_envs: int, rng: np.random.Generator) -> Callable[[], 
     from hdppo.sims.smax import SmaxBatch
     batch = SmaxBatch(env, n_envs, 0)
     batch.reset(0)
+    assert batch.action_mask is not None                 # SMAX gives every unit its available actions
     n_act = batch.action_mask.shape[-1]
 
     def go() -> None:

@@ -5,7 +5,7 @@ import time
 from collections.abc import Callable
 
 
-def rate(step: Callable[[], None], n_envs: int, seconds: float, warmup: int = 3) -> float:
+def rate(step: Callable[[], object], n_envs: int, seconds: float, warmup: int = 3) -> float:
     """Env steps/s (copies x calls) of `step` over `seconds`, after `warmup` calls (a jitted step
     compiles on its first call; caches and allocators settle on the next ones)."""
     for _ in range(warmup):

@@ -14,6 +14,7 @@ import json
 import time
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 
 
@@ -22,8 +23,12 @@ def step_rate(task: str, n_envs: int, device: str, seconds: float = 4.0) -> floa
     from hdppo.sims import VmasBatch
     env = VmasBatch(task, n_envs, device=device, seed=0)
     rng = np.random.default_rng(0)
-    low, high = env.action_space.low, env.action_space.high
-    shape = (n_envs, len(env.units)) + env.action_space.shape
+    space = env.action_space
+    if not isinstance(space, gym.spaces.Box):
+        raise SystemExit(f"{task} gives discrete actions; this benchmark steps continuous ones: pick a task "
+                         "with continuous actions (VMAS's default)")
+    low, high = space.low, space.high
+    shape = (n_envs, len(env.units)) + space.shape
     env.reset(seed=0)
     for _ in range(5):
         env.step(rng.uniform(low, high, shape).astype(np.float32))

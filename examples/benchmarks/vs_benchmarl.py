@@ -238,8 +238,8 @@ def plot(task: str, results: dict[str, list[dict]], path: Path) -> None:
                 x, y = zip(*r["train_curve"])
                 ax.plot(x, y, color=f"C{i}", alpha=0.8, lw=1.2, ls="-" if arm.startswith("hdppo") else "--",
                         label=arm if k == 0 else None)
-            fx, fy = r["eval_curve"][-1] if r["eval_curve"] else (None, None)
-            if fx is not None:
+            if r["eval_curve"]:
+                fx, fy = r["eval_curve"][-1]
                 ax.plot([fx], [fy], marker="o", color=f"C{i}")
     ax.set_xlabel("frames (env steps of one copy)")
     ax.set_ylabel("per-agent episode return")
@@ -469,6 +469,7 @@ def main(argv: list[str] | None = None) -> None:
             folder.mkdir(parents=True)
             print(f"run {task} {arm} seed {seed} ({args.frames:,} frames) -> {folder}", flush=True)
             if arm.startswith("benchmarl"):
+                assert bm_python is not None                     # made above whenever a BenchMARL arm runs
                 run_benchmarl(bm_python, task, arm, seed, args.frames, interval, folder, args.benchmarl_threads)
             else:
                 run_hdppo(task, arm, seed, args.frames, folder, extra)

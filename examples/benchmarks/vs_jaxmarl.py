@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
             known.get((map_name, arm, seed))
         fits = record is not None and record.get("frames_asked") == args.frames and \
             record.get("eval_episodes") == args.eval_episodes
-        differs = changed(record) if fits else []
+        differs = changed(record) if fits and record is not None else []
         if differs:
             print(f"{map_name} {arm} seed {seed} was made with settings its command no longer gives: "
                   f"{'; '.join(differs)}", flush=True)
@@ -309,9 +309,11 @@ def main(argv: list[str] | None = None) -> None:
             folder.mkdir(parents=True)
             print(f"run {map_name} {arm} seed {seed} ({args.frames:,} frames) -> {folder}", flush=True)
             start = time.time()
-            record = run_jaxmarl(python, repo, map_name, arm, seed, args.frames, folder, args.eval_episodes) \
-                if arm.startswith("jaxmarl") else \
-                run_hdppo(map_name, arm, seed, args.frames, folder, args.eval_episodes)
+            if arm.startswith("jaxmarl"):
+                assert python is not None and repo is not None       # made above whenever a JaxMARL arm runs
+                record = run_jaxmarl(python, repo, map_name, arm, seed, args.frames, folder, args.eval_episodes)
+            else:
+                record = run_hdppo(map_name, arm, seed, args.frames, folder, args.eval_episodes)
             record.update(frames_asked=args.frames, finished_at=time.strftime("%Y-%m-%d %H:%M"),
                           seconds_with_eval=time.time() - start)
             done.write_text(json.dumps(record, indent=1))

@@ -23,6 +23,7 @@ weight and the layers' intervals are the scenario's defaults, not tuned.
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root, for examples.studies
 from examples.studies import protocol
@@ -33,7 +34,7 @@ MAPS = ("5m_vs_6m", "smacv2_10_units")
 FRAMES = 123 * 128 * 128        # vs_jaxmarl.py's 2M frames: a whole number of JaxMARL updates
 SKILL_FRAMES = 400_000          # --design skills: a fifth of the budget, the long skirmish's share
 DESIGNS = ("joint", "skills")
-DESIGN_FLAG = ("--design", {"choices": DESIGNS, "default": "joint",
+DESIGN_FLAG: tuple[str, dict[str, Any]] = ("--design", {"choices": DESIGNS, "default": "joint",
                             "help": "joint: every layer trained together; skills: units first as a skill library"})
 
 

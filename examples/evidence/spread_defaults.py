@@ -138,4 +138,4 @@ def report(lines: list[str], args: argparse.Namespace) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
