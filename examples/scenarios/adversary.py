@@ -14,6 +14,7 @@ units act with Box(5) forces instead of Discrete(5) moves.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +37,7 @@ def make_env(cfg: AdversaryConfig):
                                             continuous_actions=cfg.continuous)
 
 
-def make_graph(cfg: AdversaryConfig, agents: list[str]) -> AgentGraph:
+def make_graph(cfg: AdversaryConfig, agents: Sequence[str]) -> AgentGraph:
     return AgentGraph.groups([a for a in agents if a.startswith("agent_")], layers=("high", "low"))
 
 

@@ -13,6 +13,7 @@ Two layers: a commander gives each unit a target, grounded as [signed distance, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -78,11 +79,11 @@ class CorridorBatch(BatchedEnv):
         rewards = np.where(live, first.sum(axis=2) - self.cfg.step_cost, 0.0).astype(np.float32)
         self.visited |= on.any(axis=1)
         self.t += 1
-        terminated = live & ((self.pos == 0) | self.visited.all(axis=1)[:, None])
+        terminated = live & ((self.pos == 0) | np.all(self.visited, axis=1, keepdims=True))
         truncated = live & ~terminated & (self.t >= self.cfg.max_steps)[:, None]
         self.alive = live & ~terminated & ~truncated
         self.obs = np.where(live[..., None], self._observe(), self.obs)  # the dead keep their last obs
-        return EnvStep(rewards, terminated, truncated, ~self.alive.any(axis=1))
+        return EnvStep(rewards, terminated, truncated, ~np.any(self.alive, axis=1))
 
     def episode_info(self, e: int) -> dict[str, float]:
         return {"visited": float(self.visited[e].mean())}
@@ -95,7 +96,8 @@ class OneCopy(ParallelEnv):
 
     def __init__(self, batch: BatchedEnv) -> None:
         self.batch, self.render_mode = batch, None
-        self.possible_agents, self.agents = list(batch.units), []
+        self.possible_agents: list[Any] = list(batch.units)
+        self.agents: list[Any] = []
 
     def observation_space(self, agent):
         return self.batch.obs_space
@@ -114,9 +116,10 @@ class OneCopy(ParallelEnv):
         for a, x in actions.items():
             act[0, self.possible_agents.index(a)] = x
         res = self.batch.step(act)
-        out = [{a: v for a, v in zip(self.agents, vals)} for vals in
-               ([self.batch.obs[0, i].copy() for i in idx], [float(res.rewards[0, i]) for i in idx],
-                [bool(res.terminated[0, i]) for i in idx], [bool(res.truncated[0, i]) for i in idx], [{} for _ in idx])]
+        columns: tuple[list[Any], ...] = (
+            [self.batch.obs[0, i].copy() for i in idx], [float(res.rewards[0, i]) for i in idx],
+            [bool(res.terminated[0, i]) for i in idx], [bool(res.truncated[0, i]) for i in idx], [{} for _ in idx])
+        out = [dict(zip(self.agents, vals)) for vals in columns]
         self.agents = [a for a, i in zip(self.agents, idx) if self.batch.alive[0, i]]
         return tuple(out)
 

@@ -25,7 +25,9 @@ player the team's total reward instead of its own share.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -75,13 +77,13 @@ def make_env(cfg: ForagingConfig) -> GymnasiumMultiAgent:
 
 def episode_info(env: GymnasiumMultiAgent) -> dict[str, float]:
     """Called on the copy when its episode ends: the food it loaded (lbforaging keeps the total it spawned)."""
-    inner = env.env.unwrapped
+    inner: Any = env.env.unwrapped                         # lbforaging's ForagingEnv
     spawned = float(inner._food_spawned)
     left = float(inner.field.sum())
     return {"food_collected": 1.0 - left / spawned if spawned else 0.0, "cleared": float(left == 0)}
 
 
-def make_graph(cfg: ForagingConfig, agents: list[str]) -> AgentGraph:
+def make_graph(cfg: ForagingConfig, agents: Sequence[str]) -> AgentGraph:
     return AgentGraph.team(agents, cfg.layers, len(agents))
 
 

@@ -16,6 +16,7 @@ state: KAZ's state() slightly leaves its declared [-1, 1] bounds, which `hdppo c
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,7 +44,7 @@ def make_env(cfg: KazConfig):
         max_cycles=cfg.max_cycles, obs_method="vector")
 
 
-def make_graph(cfg: KazConfig, agents: list[str]) -> AgentGraph:
+def make_graph(cfg: KazConfig, agents: Sequence[str]) -> AgentGraph:
     if cfg.grouping == "spatial":
         return AgentGraph.groups(agents, [cfg.squad_size], spatial=True)
     return AgentGraph.by_attribute(agents, lambda a: a.split("_")[0])    # 'archer' / 'knight'
@@ -60,7 +61,7 @@ def positions(env) -> np.ndarray:
 
 def make_layers(cfg: KazConfig) -> list[Layer]:
     centre = (np.arange(cfg.lanes, dtype=np.float32) + 0.5) / cfg.lanes
-    lane = spaces.Discrete(cfg.lanes)
+    lane: spaces.Discrete = spaces.Discrete(cfg.lanes)
 
     def to_lane(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
         return (centre[goals] - ctx.features[..., X])[..., None]        # [E, U, 1]

@@ -10,6 +10,7 @@ a small intrinsic reward for closing in on it, on top of the env's shared reward
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,7 @@ def make_env(cfg: LineConfig):
     return simple_line_v1.parallel_env(N=cfg.n_agents, max_cycles=cfg.max_cycles)
 
 
-def make_graph(cfg: LineConfig, agents: list[str]) -> AgentGraph:
+def make_graph(cfg: LineConfig, agents: Sequence[str]) -> AgentGraph:
     return AgentGraph.groups(agents, layers=("high", "low"))      # one commander over every agent
 
 

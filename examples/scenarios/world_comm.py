@@ -17,6 +17,7 @@ leader position + (prey - leader) - unit position.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,7 +51,7 @@ def is_prey(agent: str) -> bool:
     return agent.startswith("agent_")
 
 
-def make_graph(cfg: WorldCommConfig, agents: list[str]) -> AgentGraph:
+def make_graph(cfg: WorldCommConfig, agents: Sequence[str]) -> AgentGraph:
     hunters = [a for a in agents if not is_prey(a)]          # keeps the env's agent order
     return AgentGraph.by_attribute(hunters, lambda a: "lead" if a.startswith("lead") else "hunt")
 
@@ -59,7 +60,7 @@ def make_layers(cfg: WorldCommConfig) -> list[Layer]:
     # hunter obs: vel (2), pos (2), landmarks (2 each: obstacles, food, forests), other hunters (2 each),
     # prey (2 each), ...  -- the leader's unit index is 0 (first in the env's order).
     off = 4 + 2 * (cfg.num_obstacles + cfg.num_food + cfg.num_forests) + 2 * (cfg.num_adversaries - 1)
-    prey = spaces.Discrete(cfg.num_good)
+    prey: spaces.Discrete = spaces.Discrete(cfg.num_good)
 
     def to_prey(goals: np.ndarray, ctx: LayerContext) -> np.ndarray:
         f = ctx.features                                             # [E, U, 37] the units' observations

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import networkx as nx
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from hdppo.errors import GraphError
 
 Node = Hashable
+N = TypeVar("N", bound=Hashable)   # a unit's name, as the caller gives it (a str for PettingZoo agents)
 
 DEFAULT_LAYER_NAMES = {1: ("low",), 2: ("high", "low"), 3: ("high", "mid", "low")}
 
@@ -109,7 +111,7 @@ class AgentGraph:
         return cls(g, names, spatial_spec)
 
     @classmethod
-    def by_attribute(cls, units: Sequence[Node], key: Callable[[Node], Hashable] | Mapping[Node, Hashable],
+    def by_attribute(cls, units: Sequence[N], key: Callable[[N], Hashable] | Mapping[N, Hashable],
                      layers: Sequence[str] = ("high", "mid", "low")) -> AgentGraph:
         """Group units by an attribute (team, type, ...): one mid node per value under one top node."""
         if len(layers) != 3:

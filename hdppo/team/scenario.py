@@ -64,7 +64,11 @@ class LayerContext:
     intrinsic and goal_success run after the env step; prev_features / prev_goal_features hold the
     state before it. For goal_features and goal_success the nodes are those receiving the goals.
     Optional fields are computed only when a hook reads them (None where they do not apply).
+    `observe` has no `features`: it computes them, from child_features and child_alive.
     """
+
+    features: np.ndarray
+    alive: np.ndarray
 
     OPTIONAL = ("goals", "goal_features", "t", "env", "child_features", "child_alive", "child_goals",
                 "child_holds", "prev_features", "prev_goal_features")
@@ -78,7 +82,7 @@ class LayerContext:
         self._lazy: dict[str, Callable[[], Any]] = {}
         if callable(features):
             self._lazy["features"] = features
-        else:
+        elif features is not None:
             self.features = features
         given = dict(goals=goals, goal_features=goal_features, t=t, env=env, child_features=child_features,
                      child_alive=child_alive, prev_features=prev_features, prev_goal_features=prev_goal_features,
@@ -97,6 +101,9 @@ class LayerContext:
             return value
         if name in LayerContext.OPTIONAL:
             return None
+        if name == "features":
+            raise AttributeError("LayerContext.features is not given to a Layer's observe hook, which computes "
+                                 "the layer's features: build them from ctx.child_features and ctx.child_alive")
         raise AttributeError(f"LayerContext has no field {name!r}")
 
 

@@ -7,6 +7,7 @@ which hid the lazy values the hierarchy set after building the context.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from gymnasium import spaces
 
 from hdppo.team.graph import AgentGraph
@@ -103,3 +104,25 @@ def test_check_debug_prints_the_hooks_traceback(tmp_path, capsys) -> None:
         assert main(argv) == 1
         err = capsys.readouterr().err
         assert "Traceback" in err and "hook_fails.py" in err, argv
+
+
+def test_an_observe_hook_reading_features_is_told_to_build_them_from_its_children() -> None:
+    """`observe` computes its layer's features, so it has none to read: it got None and failed later,
+    far from the cause (`'NoneType' object is not subscriptable`); now the read names the fields to use."""
+    def observe(ctx: LayerContext) -> np.ndarray:
+        return ctx.features[..., :1]
+
+    def layers(cfg):
+        return [Layer("high", interval=2, goal_space=spaces.Discrete(2), observe=observe,
+                      observe_space=spaces.Box(-np.inf, np.inf, (1,), np.float32)),
+                Layer("low", interval=1)]
+
+    scenario = Scenario("reads", "an observe hook that reads features", env=lambda cfg: ScriptedEnv(4, 6),
+                        graph=lambda cfg, agents: AgentGraph.team(agents, 2, len(agents)), layers=layers,
+                        config=ScriptedConfig)
+    hier = HierarchyEnv(scenario, scenario.make_config(), n_envs=2, seed=0)
+    with pytest.raises(AttributeError, match=r"observe hook.*ctx\.child_features and ctx\.child_alive"):
+        hier.reset(seed=0)
+        hier.step(lambda d: np.zeros(d.mask.shape, dtype=np.int64))
+    ctx = LayerContext(np.ones((1, 2, 3)), np.ones((1, 2), bool))
+    assert ctx.features.shape == (1, 2, 3)                           # every other hook reads them as before
