@@ -34,8 +34,9 @@ MAPS = ("5m_vs_6m", "smacv2_10_units")
 FRAMES = 123 * 128 * 128        # vs_jaxmarl.py's 2M frames: a whole number of JaxMARL updates
 SKILL_FRAMES = 400_000          # --design skills: a fifth of the budget, the long skirmish's share
 DESIGNS = ("joint", "skills")
-DESIGN_FLAG: tuple[str, dict[str, Any]] = ("--design", {"choices": DESIGNS, "default": "joint",
-                            "help": "joint: every layer trained together; skills: units first as a skill library"})
+DESIGN_FLAG: tuple[str, dict[str, Any]] = (
+    "--design", {"choices": DESIGNS, "default": "joint",
+                 "help": "joint: every layer trained together; skills: units first as a skill library"})
 
 
 def plan(map_name: str, out: Path = Path("runs/evidence"), design: str = "joint") -> ProtocolPlan:
