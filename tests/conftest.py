@@ -14,13 +14,15 @@ at the end (the groups go out before them, largest first: xdist's loadscope reor
 """
 from __future__ import annotations
 
+import compileall
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import TESTS, TINY
+from tests.helpers import ROOT, TESTS, TINY
 
 # Before anything imports Ray: a Ray the tests start binds loopback only. On Linux Ray's default takes
 # the machine's routable address and listens on every interface; this switch (read once, when Ray is
@@ -32,8 +34,22 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 # cold and every JaxMARL process of the run after the first compile of a step loads it
 os.environ.setdefault("HDPPO_JAX_CACHE", str(TESTS.parent / ".jax-cache"))
 
+# The project's own code, compiled once per run before any test starts (see pytest_configure)
+SOURCES = ("hdppo", "scenarios", "policies", "examples", "tests")
+
 SLOW_FOLDERS = {"slow", "faults"}
 RAY_FOLDERS = {"ray"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Where Python may not write bytecode (PYTHONDONTWRITEBYTECODE, set on some CI machines), every
+    process the tests start (hundreds: `hdppo` subprocesses, spawned workers, Ray's workers) would
+    compile the project's sources again; compile them once here, in the run's first process (xdist's
+    controller, before its workers start). compileall writes the .pyc files whatever that setting says,
+    and Python reads them either way; a source already compiled is skipped."""
+    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
+        for name in SOURCES:          # scenarios/ and policies/ by name: compileall skips hdppo's symlinks to them
+            compileall.compile_dir(ROOT / name, quiet=1)
 
 
 def long_seconds(item: pytest.Item) -> float:
