@@ -10,7 +10,10 @@
 """
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
+
+import pytest
 
 TESTS = Path(__file__).resolve().parents[1]       # data next to the tests: fixtures/, scenarios_ok/, ...
 ROOT = TESTS.parent                               # the repository
@@ -23,3 +26,9 @@ TINY = {"backend": "inline", "workers": 1, "envs_per_worker": 2, "seed": 0, "rol
 # The same on the command line, as flags and key=value pairs after `hdppo train SCENARIO`.
 TINY_CLI = ["--backend", "inline", "--workers", "1", "--seed", "0", "--no-progress", "envs_per_worker=2",
             "rollout=16", "epochs=1", "minibatches=1"]
+
+
+def needs(module: str, reason: str) -> pytest.MarkDecorator:
+    """Skip where `module` is not installed, found without importing it: JaxMARL and RLlib take seconds to
+    import, and every xdist worker collects every test module (`pytestmark = needs(...)`)."""
+    return pytest.mark.skipif(find_spec(module) is None, reason=reason)

@@ -2,22 +2,27 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-pytest.importorskip("ray.rllib")
-
-from hdppo.integrations.rllib import HierarchyMultiAgentEnv, policy_mapping_fn, rllib_ppo_config
 from hdppo.team.hierarchy import HierarchyEnv
 from hdppo.team.scenario import load_scenario
+from tests.helpers import needs
+
+if TYPE_CHECKING:
+    from hdppo.integrations.rllib import HierarchyMultiAgentEnv
+
+pytestmark = needs("ray.rllib", "RLlib is not installed: pip install 'hdppo[ray]'")
 
 SEED = 5
 OVERRIDES = {"layers": 3}          # spread: high (interval 10) -> 2 mid squads (5) -> 6 units (1), 50 steps
 
 
 def _env() -> HierarchyMultiAgentEnv:
+    from hdppo.integrations.rllib import HierarchyMultiAgentEnv  # here, not at collection (RLlib: seconds)
     return HierarchyMultiAgentEnv({"scenario": "spread", "overrides": OVERRIDES, "seed": SEED})
 
 
@@ -75,6 +80,8 @@ def _reference_returns(rec: dict) -> tuple[dict, dict, list]:
 def test_env_passes_rllib_checker_and_matches_the_hierarchy_smdp_rewards() -> None:
     from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
     from ray.rllib.utils.pre_checks.env import check_multiagent_environments
+
+    from hdppo.integrations.rllib import policy_mapping_fn
 
     env = _env()
     check_multiagent_environments(env)
@@ -150,6 +157,8 @@ def test_env_passes_rllib_checker_and_matches_the_hierarchy_smdp_rewards() -> No
 def test_one_rllib_ppo_iteration_trains_a_module_per_layer() -> None:
     import ray
     import torch
+
+    from hdppo.integrations.rllib import rllib_ppo_config
 
     threads = torch.get_num_threads()
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)

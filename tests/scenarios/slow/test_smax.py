@@ -8,13 +8,12 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("jaxmarl", reason="JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")
-
 from hdppo.team.check import run_check
-from tests.helpers import TINY_CLI
+from tests.helpers import TINY_CLI, needs
 from tests.helpers.cli import cli
 
-pytestmark = pytest.mark.jaxmarl      # one worker compiles each env once (tests/conftest.py)
+pytestmark = [pytest.mark.jaxmarl,     # one worker compiles each env once (tests/conftest.py)
+              needs("jaxmarl", "JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")]
 
 # the tiny settings with 8 copies a worker (SMAX episodes last tens of steps)
 RUN = [a if a != "envs_per_worker=2" else "envs_per_worker=8" for a in TINY_CLI]

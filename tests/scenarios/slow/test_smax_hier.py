@@ -2,28 +2,34 @@
 in SMAX's own state, goal success fires when that enemy dies, scripted squads pass their target on,
 `hdppo check` passes on every map, a short 3-layer training on 3m evaluates, and the flat team's
 goal-free shaping pays what each unit's nearest enemy lost; the upper layers choose among the
-living enemies."""
+living enemies. The 3m tests step 3 copies, as tests/sims/slow/test_jaxmarl.py does: each number of
+copies compiles SMAX's step again (seconds), so they share one."""
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
 import pytest
 
-pytest.importorskip("jaxmarl", reason="JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")
-
 from hdppo.scenarios.smax_3m import SCENARIO
 from hdppo.sims.smax_hier import Sizes, scripted_low, scripted_mid
 from hdppo.team.check import run_check
 from hdppo.team.hierarchy import HierarchyEnv
-from tests.helpers import TINY_CLI
+from tests.helpers import TINY_CLI, needs
 from tests.helpers.cli import cli
 
-pytestmark = pytest.mark.jaxmarl      # one worker compiles each env once (tests/conftest.py)
+pytestmark = [pytest.mark.jaxmarl,     # one worker compiles each env once (tests/conftest.py)
+              needs("jaxmarl", "JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")]
 
 RUN = [a if a != "envs_per_worker=2" else "envs_per_worker=8" for a in TINY_CLI]
 CFG = SCENARIO.make_config({"hier": "true"})
-SZ = Sizes(CFG)
+
+
+@functools.cache
+def sz() -> Sizes:
+    """3m's hierarchy sizes, made at first use (they build a JaxMARL env: not at collection)."""
+    return Sizes(CFG)
 
 
 def smax_truth(batch) -> tuple[np.ndarray, np.ndarray]:
@@ -35,11 +41,11 @@ def smax_truth(batch) -> tuple[np.ndarray, np.ndarray]:
 
 def driver(rng: np.random.Generator):
     """Random commander, scripted squads (pass-through) and units (attack the goal enemy)."""
-    mid, low = scripted_mid(SZ), scripted_low(SZ)
+    mid, low = scripted_mid(sz()), scripted_low(sz())
 
     def act(d):
         if d.layer == 0:
-            return rng.integers(0, SZ.K, d.mask.shape)
+            return rng.integers(0, sz().K, d.mask.shape)
         return (mid if d.layer == 1 else low)(d)
     return act
 
@@ -53,10 +59,10 @@ def test_units_goal_is_their_enemys_vector_and_health_in_smax_state() -> None:
         pos, hp = smax_truth(hier.env)
         goals = hier.goals[2]
         g = hier.goal_features(2)
-        enemy = np.take_along_axis(pos[:, SZ.A:], goals[..., None], 1)
-        enemy_hp = np.take_along_axis(hp[:, SZ.A:], goals, 1)
-        live = (hp[:, :SZ.A] > 0) & (enemy_hp > 0)
-        want = (enemy - pos[:, :SZ.A]) / 32.0
+        enemy = np.take_along_axis(pos[:, sz().A:], goals[..., None], 1)
+        enemy_hp = np.take_along_axis(hp[:, sz().A:], goals, 1)
+        live = (hp[:, :sz().A] > 0) & (enemy_hp > 0)
+        want = (enemy - pos[:, :sz().A]) / 32.0
         np.testing.assert_allclose(g[..., :2][live], want[live], atol=1e-5)
         np.testing.assert_allclose(g[..., 3], enemy_hp, atol=1e-5)
         np.testing.assert_array_equal(g[..., 4], enemy_hp > 0)
@@ -69,7 +75,7 @@ def test_scripted_squads_pass_their_target_to_every_unit() -> None:
     hier = HierarchyEnv(SCENARIO, CFG, n_envs=3, seed=1)
     hier.reset(1)
     act = driver(np.random.default_rng(1))
-    squad_of = np.arange(SZ.A) // SZ.Q
+    squad_of = np.arange(sz().A) // sz().Q
     for _ in range(12):
         hier.step(act)
         if hier.t.max() % 4 == 1:                    # just after the squads decided
@@ -78,15 +84,15 @@ def test_scripted_squads_pass_their_target_to_every_unit() -> None:
 
 
 def test_goal_success_fires_when_the_assigned_enemy_dies() -> None:
-    hier = HierarchyEnv(SCENARIO, CFG, n_envs=4, seed=2)
+    hier = HierarchyEnv(SCENARIO, CFG, n_envs=3, seed=2)
     hier.reset(2)
     act = driver(np.random.default_rng(2))
     success = hier.specs[1].goal_success
     fired = quiet = 0
     for _ in range(60):
-        before = smax_truth(hier.env)[1][:, SZ.A:] > 0
+        before = smax_truth(hier.env)[1][:, sz().A:] > 0
         hier.step(act)                   # hooks ran on the terminal state; autoreset may follow
-        after = smax_truth(hier.env)[1][:, SZ.A:] > 0
+        after = smax_truth(hier.env)[1][:, sz().A:] > 0
         goals = hier.goals[2]
         ctx = hier.context(2)
         got = success(ctx)
@@ -104,16 +110,16 @@ def test_the_commander_and_squads_choose_among_the_enemies_alive_in_smax_state()
     """At every decision of the upper layers the action mask is SMAX's own living enemies (any
     while none is left), so a uniform commander never names a dead enemy once some are killed."""
     from hdppo.team.controllers import uniform_policy
-    hier = HierarchyEnv(SCENARIO, CFG, n_envs=4, seed=3)
+    hier = HierarchyEnv(SCENARIO, CFG, n_envs=3, seed=3)
     hier.reset(3)
     pols = [uniform_policy(inf, 7 + inf.index) for inf in hier.info]
-    low, checked, some_dead = scripted_low(SZ), 0, 0
+    low, checked, some_dead = scripted_low(sz()), 0, 0
 
     def act(d):
         nonlocal checked, some_dead
         if d.layer == 2:
             return low(d)
-        living = smax_truth(hier.env)[1][:, SZ.A:] > 0                          # [E, K]
+        living = smax_truth(hier.env)[1][:, sz().A:] > 0                          # [E, K]
         want = np.where(living.any(-1, keepdims=True), living, True)[:, None]
         np.testing.assert_array_equal(d.action_mask, np.broadcast_to(want, d.action_mask.shape))
         a = pols[d.layer](d)
@@ -130,14 +136,14 @@ def test_with_hold_a_units_target_changes_only_once_that_enemy_died() -> None:
     """hold=true: under a uniform commander and squads, a unit's enemy changes inside an episode only
     where the enemy it held was dead in SMAX's own state at that decision; and targets do change."""
     from hdppo.team.controllers import uniform_policy
-    hier = HierarchyEnv(SCENARIO, SCENARIO.make_config({"hier": "true", "hold": "true"}), n_envs=4, seed=5)
+    hier = HierarchyEnv(SCENARIO, SCENARIO.make_config({"hier": "true", "hold": "true"}), n_envs=3, seed=5)
     hier.reset(5)
     pols = [uniform_policy(inf, 11 + inf.index) for inf in hier.info]
-    low = scripted_low(SZ)
+    low = scripted_low(sz())
     changed = 0
     for _ in range(120):
         held, fresh = hier.goals[2].copy(), np.asarray(hier.t) == 0
-        living = smax_truth(hier.env)[1][:, SZ.A:] > 0                          # [E, K] at this step's decisions
+        living = smax_truth(hier.env)[1][:, sz().A:] > 0                          # [E, K] at this step's decisions
         was_alive = np.take_along_axis(living, held, axis=1)
         done = hier.step(lambda d: low(d) if d.layer == 2 else pols[d.layer](d)).done   # a done copy resets
         moved = (hier.goals[2] != held) & ~(fresh | done)[:, None]
@@ -157,7 +163,7 @@ def random_legal(rng: np.random.Generator):
 def test_the_flat_shaping_pays_each_unit_what_its_nearest_enemy_lost_in_smax_state() -> None:
     """Same seed and actions, w_int.low 0.1 against 0: the difference of the units' returns each step
     is 0.1 x the health fraction the unit's nearest living enemy lost, read from SMAX's own state."""
-    shaped, plain = (HierarchyEnv(SCENARIO, SCENARIO.make_config({"w_int.low": w}), n_envs=4, seed=3)
+    shaped, plain = (HierarchyEnv(SCENARIO, SCENARIO.make_config({"w_int.low": w}), n_envs=3, seed=3)
                      for w in ("0.1", "0.0"))
     for env in (shaped, plain):
         env.reset(3)
@@ -168,11 +174,11 @@ def test_the_flat_shaping_pays_each_unit_what_its_nearest_enemy_lost_in_smax_sta
         gap = shaped.layers[0].ep_return - plain.layers[0].ep_return
         shaped.step(act_a)
         plain.step(act_b)
-        near = np.where(hp[:, None, SZ.A:] > 0,
-                        np.linalg.norm(pos[:, :SZ.A, None] - pos[:, None, SZ.A:], axis=-1), np.inf).argmin(-1)
-        lost = np.take_along_axis(hp[:, SZ.A:], near, 1) - \
-            np.take_along_axis(smax_truth(shaped.env)[1][:, SZ.A:], near, 1)
-        want = np.where((hp[:, :SZ.A] > 0) & (hp[:, SZ.A:] > 0).any(-1, keepdims=True), np.clip(lost, 0, 1), 0.0)
+        near = np.where(hp[:, None, sz().A:] > 0,
+                        np.linalg.norm(pos[:, :sz().A, None] - pos[:, None, sz().A:], axis=-1), np.inf).argmin(-1)
+        lost = np.take_along_axis(hp[:, sz().A:], near, 1) - \
+            np.take_along_axis(smax_truth(shaped.env)[1][:, sz().A:], near, 1)
+        want = np.where((hp[:, :sz().A] > 0) & (hp[:, sz().A:] > 0).any(-1, keepdims=True), np.clip(lost, 0, 1), 0.0)
         same = shaped.t > 0                          # copies that did not reset at this step
         got = (shaped.layers[0].ep_return - plain.layers[0].ep_return - gap) / 0.1
         np.testing.assert_allclose(got[same], want[same], atol=1e-5)
@@ -204,7 +210,7 @@ def _skill_worker(sampler: str, seed: int = 0):
     from hdppo.engine.config import resolve_overrides, train_config_to_dict
     from hdppo.engine.params import MemoryParams
     from hdppo.engine.worker import Worker, WorkerSpec
-    tc, _ = resolve_overrides({"envs_per_worker": "6", "rollout": "16", "seed": str(seed)}, ["high", "mid", "low"],
+    tc, _ = resolve_overrides({"envs_per_worker": "3", "rollout": "16", "seed": str(seed)}, ["high", "mid", "low"],
                               set())
     spec = WorkerSpec("smax_3m", {"hier": "true", "goal_sampler": sampler}, train_config_to_dict(tc), 0, ["low"])
     return Worker(spec, MemoryParams())

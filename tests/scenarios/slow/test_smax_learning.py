@@ -15,12 +15,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("jaxmarl", reason="JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")
-
 from hdppo.engine.metrics import read_csv
+from tests.helpers import needs
 from tests.helpers.engine import train
 
-pytestmark = pytest.mark.jaxmarl      # one worker compiles each env once (tests/conftest.py)
+pytestmark = [pytest.mark.jaxmarl,     # one worker compiles each env once (tests/conftest.py)
+              needs("jaxmarl", "JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")]
 
 STEPS = 102_400
 

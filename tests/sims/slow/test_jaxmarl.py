@@ -6,16 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("jaxmarl", reason="JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")
-
-import jax
-
 from hdppo.errors import ConfigError
 from hdppo.sims.jaxmarl import JaxmarlBatch, cached_env
 from hdppo.sims.smax import SmaxBatch, smax_env
+from tests.helpers import needs
 from tests.helpers.batch import assert_copies_match
 
-pytestmark = pytest.mark.jaxmarl      # one worker compiles each env once (tests/conftest.py)
+pytestmark = [pytest.mark.jaxmarl,     # one worker compiles each env once (tests/conftest.py)
+              needs("jaxmarl", "JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")]
 
 SHORT = dict(max_steps=20)          # short episodes, so a few dozen steps cross several resets
 
@@ -35,6 +33,7 @@ class Reference:
     step; `env.step` (with its auto-reset) for the next state, `env.step_env` for the last view."""
 
     def __init__(self, env, n_envs: int, seed: int) -> None:
+        import jax  # here, not at collection (seconds on every xdist worker)
         self.env, self.agents = env, env.agents
         self.keys = [jax.random.PRNGKey(seed + e) for e in range(n_envs)]
         self.states, self.obs = [], []
@@ -51,6 +50,7 @@ class Reference:
 
     def step(self, e: int, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
         """(last obs, rewards, unit dones, done) of copy e; its state moves on (reset when done)."""
+        import jax
         act = {a: jax.numpy.asarray(actions[i], jax.numpy.int32) for i, a in enumerate(self.agents)}
         self.keys[e], k = jax.random.split(self.keys[e])
         last, _, _, _, _ = self.env.step_env(jax.random.split(k)[0], self.states[e], act)

@@ -10,8 +10,10 @@ import sys
 
 import pytest
 
-pytest.importorskip("jaxmarl", reason="JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")
-pytestmark = pytest.mark.jaxmarl      # one worker compiles each env once (tests/conftest.py)
+from tests.helpers import needs
+
+pytestmark = [pytest.mark.jaxmarl,     # one worker compiles each env once (tests/conftest.py)
+              needs("jaxmarl", "JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")]
 
 STEP_ONCE = """
 import json, jax, jax.monitoring as mon
