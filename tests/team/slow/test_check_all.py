@@ -14,7 +14,12 @@ NEEDS = {"foraging.py": ("lbforaging", "gymnasium-ma"), "rware": ("rware", "rwar
          **{f"smax_{m}": ("jaxmarl", "smax") for m in ("3m", "2s3z", "5m_vs_6m", "3s5z", "smacv2_10_units")}}
 
 
-@pytest.mark.parametrize("target", [n for n, _ in scenario_names()] + EXAMPLES)
+# the SMAX targets join the `jaxmarl` tests' worker, which has compiled their steps (tests/conftest.py)
+TARGETS = [pytest.param(t, marks=pytest.mark.jaxmarl) if NEEDS.get(t, ("",))[0] == "jaxmarl" else t
+           for t in [n for n, _ in scenario_names()] + EXAMPLES]
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_scenario_passes_check(target):
     module, extra = NEEDS.get(target.rsplit("/", 1)[-1], (None, None))
     if module is not None:
