@@ -6,7 +6,7 @@ evaluates for seconds); a test under `ray/` starts a local Ray (`ray`). The fast
 runs everything, on two processes (`-n 2`) with every Ray-starting test on one of them.
 
 The tests of a module with a module-scoped fixture share a worker too, so the fixture is built once;
-so do the modules marked `jaxmarl` (they compile JaxMARL envs in the test process), so each env's
+so do the tests marked `jaxmarl` (they compile JaxMARL envs in the test process), so each env's
 jitted step compiles once per run, not once per worker (SMAX: tens of seconds a shape on a clean clone).
 A test of tens of seconds or more on the CI machine says so with `@pytest.mark.long(SECONDS)`; those
 run first among the single tests, longest first, so under `-n 2` no long test is left to run alone
