@@ -32,3 +32,10 @@ def needs(module: str, reason: str) -> pytest.MarkDecorator:
     """Skip where `module` is not installed, found without importing it: JaxMARL and RLlib take seconds to
     import, and every xdist worker collects every test module (`pytestmark = needs(...)`)."""
     return pytest.mark.skipif(find_spec(module) is None, reason=reason)
+
+
+NEEDS_JAXMARL = needs("jaxmarl", "JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")
+
+# A test module that compiles JaxMARL envs: its tests share one xdist worker, so each env's jitted step
+# compiles once per run (tests/conftest.py), and skip without the smax extra (`pytestmark = JAXMARL`).
+JAXMARL = [pytest.mark.jaxmarl, NEEDS_JAXMARL]

@@ -3,7 +3,6 @@ unknown maps and env names fail with the known ones listed, and without JaxMARL 
 which extra to install (the stepping tests are in slow/)."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 
 import pytest
@@ -11,9 +10,7 @@ import pytest
 from hdppo.errors import ConfigError, ScenarioError
 from hdppo.sims.jaxmarl import compile_cache_dir, jaxmarl_config, make_env
 from hdppo.sims.smax import smax_env
-
-needs_jaxmarl = pytest.mark.skipif(importlib.util.find_spec("jaxmarl") is None,
-                                   reason="JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")
+from tests.helpers import NEEDS_JAXMARL
 
 
 def test_without_jaxmarl_a_scenario_names_the_extra(monkeypatch):
@@ -31,7 +28,7 @@ def test_config_refuses_clashes_and_odd_types():
     assert cfg.max_steps == 50 and cfg.layers == 1
 
 
-@needs_jaxmarl
+@NEEDS_JAXMARL
 def test_unknown_map_and_env_name_list_the_known_ones():
     with pytest.raises(ScenarioError, match="3s5z"):
         smax_env("4m")

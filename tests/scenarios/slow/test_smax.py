@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 
 from hdppo.team.check import run_check
-from tests.helpers import TINY_CLI, needs
+from tests.helpers import JAXMARL, TINY_CLI
 from tests.helpers.cli import cli
 
-pytestmark = [pytest.mark.jaxmarl,     # one worker compiles each env once (tests/conftest.py)
-              needs("jaxmarl", "JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")]
+pytestmark = JAXMARL
 
 # the tiny settings with 8 copies a worker (SMAX episodes last tens of steps)
 RUN = [a if a != "envs_per_worker=2" else "envs_per_worker=8" for a in TINY_CLI]

@@ -16,11 +16,10 @@ from hdppo.scenarios.smax_3m import SCENARIO
 from hdppo.sims.smax_hier import Sizes, scripted_low, scripted_mid
 from hdppo.team.check import run_check
 from hdppo.team.hierarchy import HierarchyEnv
-from tests.helpers import TINY_CLI, needs
+from tests.helpers import JAXMARL, TINY_CLI
 from tests.helpers.cli import cli
 
-pytestmark = [pytest.mark.jaxmarl,     # one worker compiles each env once (tests/conftest.py)
-              needs("jaxmarl", "JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")]
+pytestmark = JAXMARL
 
 RUN = [a if a != "envs_per_worker=2" else "envs_per_worker=8" for a in TINY_CLI]
 CFG = SCENARIO.make_config({"hier": "true"})

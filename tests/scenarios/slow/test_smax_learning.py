@@ -16,11 +16,10 @@ import numpy as np
 import pytest
 
 from hdppo.engine.metrics import read_csv
-from tests.helpers import needs
+from tests.helpers import JAXMARL
 from tests.helpers.engine import train
 
-pytestmark = [pytest.mark.jaxmarl,     # one worker compiles each env once (tests/conftest.py)
-              needs("jaxmarl", "JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")]
+pytestmark = JAXMARL
 
 STEPS = 102_400
 

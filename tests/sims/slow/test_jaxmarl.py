@@ -9,11 +9,10 @@ import pytest
 from hdppo.errors import ConfigError
 from hdppo.sims.jaxmarl import JaxmarlBatch, cached_env
 from hdppo.sims.smax import SmaxBatch, smax_env
-from tests.helpers import needs
+from tests.helpers import JAXMARL
 from tests.helpers.batch import assert_copies_match
 
-pytestmark = [pytest.mark.jaxmarl,     # one worker compiles each env once (tests/conftest.py)
-              needs("jaxmarl", "JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")]
+pytestmark = JAXMARL
 
 SHORT = dict(max_steps=20)          # short episodes, so a few dozen steps cross several resets
 

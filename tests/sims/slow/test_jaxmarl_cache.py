@@ -8,12 +8,9 @@ import os
 import subprocess
 import sys
 
-import pytest
+from tests.helpers import JAXMARL
 
-from tests.helpers import needs
-
-pytestmark = [pytest.mark.jaxmarl,     # one worker compiles each env once (tests/conftest.py)
-              needs("jaxmarl", "JaxMARL is not installed: pip install 'hdppo[smax]' (Python >= 3.11)")]
+pytestmark = JAXMARL
 
 STEP_ONCE = """
 import json, jax, jax.monitoring as mon
