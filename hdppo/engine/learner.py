@@ -148,17 +148,6 @@ def flat_grad(module: nn.Module) -> np.ndarray:
     return torch.cat(parts).detach().cpu().numpy().astype(np.float32)
 
 
-def set_flat_grad(module: nn.Module, flat: np.ndarray) -> None:
-    """The inverse of flat_grad; parameters that are not trained (value_norm statistics) get none."""
-    g = torch.as_tensor(flat, dtype=torch.float32)
-    i = 0
-    for p in module.parameters():
-        n = p.numel()
-        if p.requires_grad:
-            p.grad = g[i:i + n].view_as(p).clone().to(p.device)
-        i += n
-
-
 def action_histogram(actions: np.ndarray, space: gym.Space) -> np.ndarray | None:
     """Normalised action counts for Discrete spaces (for divergence diagnostics)."""
     if not isinstance(space, gym.spaces.Discrete) or actions.size == 0:

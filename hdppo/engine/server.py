@@ -12,6 +12,7 @@ no worker and no commit ever sees them (DivergenceError, naming the layer and th
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,11 +24,9 @@ from hdppo.engine.config import LayerConfig
 from hdppo.engine.learner import (
     Batch,
     build_policy,
-    flat_params,
     minibatch_loss,
     minibatches,
     policy_meta,
-    set_flat_grad,
 )
 from hdppo.engine.messages import GradResult, LayerInfo
 from hdppo.engine.normalize import RunningMeanStd
@@ -60,9 +59,14 @@ def aggregation_weights(kind: str, counts: np.ndarray, returns: np.ndarray) -> n
     return w / w.sum()
 
 
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
+def cosines(grads: list[np.ndarray], b: np.ndarray) -> list[float]:
+    """The cosine of each gradient to `b` (NaN where either is zero)."""
+    nb = float(np.linalg.norm(b))
+    out = []
+    for a in grads:
+        na = float(np.linalg.norm(a))
+        out.append(float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan"))
+    return out
 
 
 class DivergenceError(HdppoError):
@@ -85,8 +89,14 @@ class ParameterServer:
         self.name = info.name
         self.device = torch.device(device)
         self.policy: ActorCritic = build_policy(info, lc, seed).to(self.device)
-        trainable = [p for p in self.policy.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.Adam(trainable, lr=lc.lr, eps=1e-5, fused=True)
+        self._params = list(self.policy.parameters())        # the order of the flat vectors workers see
+        self._trainable = [p for p in self._params if p.requires_grad]
+        self.optimizer = torch.optim.Adam(self._trainable, lr=lc.lr, eps=1e-5, fused=True)
+        # gradients mode: a step's flat gradient, and the trainable parameters' .grad as views of it
+        # (one copy per step instead of one tensor per parameter), and the aggregation's float64 sums
+        self._grad = torch.zeros(self.n_params, device=self.device)
+        self._grad_views = _views(self._params, self._grad)
+        self._agg, self._term = np.zeros(self.n_params), np.zeros(self.n_params)
         self.returns = RunningMeanStd()             # value_norm: the statistics of the value targets
         self.version = 0
         self.progress = 0.0
@@ -96,7 +106,7 @@ class ParameterServer:
 
     @property
     def n_params(self) -> int:
-        return sum(p.numel() for p in self.policy.parameters())
+        return sum(p.numel() for p in self._params)
 
     # ---- schedules ---------------------------------------------------------------------------
     def set_progress(self, progress: float) -> None:
@@ -112,7 +122,7 @@ class ParameterServer:
 
     def params(self) -> np.ndarray:
         """The flat parameters to publish; DivergenceError if any is NaN or infinite."""
-        flat = flat_params(self.policy)
+        flat = torch.cat([p.detach().reshape(-1) for p in self._params]).cpu().numpy()
         if not np.isfinite(flat).all():
             raise self.diverged(self.stats.updates, f"the step made {int((~np.isfinite(flat)).sum())} of its "
                                 f"{flat.size} parameters non-finite")
@@ -155,17 +165,20 @@ class ParameterServer:
             self._count_staleness(self.version - g.version)
         w = aggregation_weights(self.lc.aggregate, np.array([g.n for g in live]),
                                 np.array([g.raw_reward_mean for g in live]))
-        agg = np.zeros_like(live[0].grad, dtype=np.float64)
-        for wi, g in zip(w, live):
-            agg += wi * g.grad
-        agg = agg.astype(np.float32)
+        grad_list = [g.grad for g in live if g.grad is not None]   # every live one has a gradient
+        self._agg.fill(0.0)                          # sum in float64, worker by worker, then round once
+        for wi, grad in zip(w, grad_list):
+            self._agg += np.multiply(grad, wi, out=self._term)
+        agg = self._agg.astype(np.float32)
         out: dict[str, Any] = self._step(agg)       # floats, and per_worker_cosine {worker: cosine}
-        cos = [cosine(g.grad, agg) for g in live if g.grad is not None]   # every live one has a gradient
-        out["grad_cosine_mean"] = float(np.nanmean(cos)) if len(cos) else float("nan")
-        out["grad_cosine_min"] = float(np.nanmin(cos)) if len(cos) else float("nan")
+        cos = cosines(grad_list, agg)
+        known = [c for c in cos if not math.isnan(c)]      # NaN: a zero gradient or aggregate has no direction
+        out["grad_cosine_mean"] = float(np.mean(known)) if known else float("nan")
+        out["grad_cosine_min"] = min(known) if known else float("nan")
         out["per_worker_cosine"] = {g.worker: c for g, c in zip(live, cos)}
-        for key in live[0].stats:                   # the loss terms, weighted like the gradients
-            out[key] = float(np.average([g.stats[key] for g in live], weights=w))
+        keys = list(live[0].stats)                   # the loss terms, weighted like the gradients
+        terms = np.average([[g.stats[k] for k in keys] for g in live], axis=0, weights=w)
+        out.update(zip(keys, terms.tolist()))
         return out
 
     def apply_async(self, g: GradResult) -> bool:
@@ -184,7 +197,9 @@ class ParameterServer:
         self.stats.staleness[s] = self.stats.staleness.get(s, 0) + 1
 
     def _step(self, grad: np.ndarray) -> dict[str, float]:
-        set_flat_grad(self.policy, grad)
+        self._grad.copy_(torch.as_tensor(grad))
+        for p, view in self._grad_views:
+            p.grad = view
         norm = self._clipped_norm()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -195,7 +210,7 @@ class ParameterServer:
     def _clipped_norm(self, loss: float = 0.0) -> float:
         """Clip the gradients in place; their norm before clipping. A non-finite norm (a NaN or
         infinite gradient) or loss raises DivergenceError before the optimizer can step on it."""
-        norm = float(torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.lc.max_grad_norm))
+        norm = float(torch.nn.utils.clip_grad_norm_(self._trainable, self.lc.max_grad_norm))
         if not (math.isfinite(norm) and math.isfinite(loss)):
             self.optimizer.zero_grad(set_to_none=True)
             what = f"the loss is {loss}" if not math.isfinite(loss) else f"the gradient's norm is {norm}"
@@ -265,6 +280,17 @@ class ParameterServer:
         if "value_stats" in meta:
             self.returns.count, self.returns.mean, self.returns.var = (float(x) for x in meta["value_stats"])
         self.set_progress(float(meta.get("progress", 0.0)))
+
+
+def _views(params: Sequence[torch.Tensor], flat: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(parameter, its slice of `flat` shaped like it) for each trainable parameter, in `params`'
+    order; untrained ones (value_norm statistics) keep their place in `flat` and get no view."""
+    out, i = [], 0
+    for p in params:
+        if p.requires_grad:
+            out.append((p, flat[i:i + p.numel()].view_as(p)))
+        i += p.numel()
+    return out
 
 
 def _to_device(b: Batch, device: torch.device) -> Batch:
