@@ -5,6 +5,7 @@ experience mode runs the same function on the server over the workers' batches.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -134,18 +135,26 @@ def minibatches(n: int, count: int, rng: np.random.Generator) -> list[np.ndarray
     return np.array_split(perm, count)
 
 
-def flat_params(module: nn.Module) -> np.ndarray:
-    return torch.nn.utils.parameters_to_vector(module.parameters()).detach().cpu().numpy().astype(np.float32)
+Params = nn.Module | Sequence[torch.Tensor]     # a module, or its parameters() as a list (kept by hot loops)
 
 
-def load_flat_params(module: nn.Module, flat: np.ndarray) -> None:
+def _params(p: Params) -> Iterable[torch.Tensor]:
+    return p.parameters() if isinstance(p, nn.Module) else p
+
+
+def flat_params(module: Params) -> np.ndarray:
+    return torch.nn.utils.parameters_to_vector(_params(module)).detach().cpu().numpy().astype(np.float32)
+
+
+def load_flat_params(module: Params, flat: np.ndarray) -> None:
     with torch.no_grad():
-        torch.nn.utils.vector_to_parameters(torch.as_tensor(flat, dtype=torch.float32), module.parameters())
+        torch.nn.utils.vector_to_parameters(torch.as_tensor(flat, dtype=torch.float32), _params(module))
 
 
-def flat_grad(module: nn.Module) -> np.ndarray:
-    parts = [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in module.parameters()]
-    return torch.cat(parts).detach().cpu().numpy().astype(np.float32)
+def flat_grad(module: Params) -> np.ndarray:
+    """The parameters' gradients as one float32 vector (zeros where a parameter has none)."""
+    parts = [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in _params(module)]
+    return torch.cat(parts).detach().cpu().numpy()
 
 
 def action_histogram(actions: np.ndarray, space: gym.Space) -> np.ndarray | None:
