@@ -69,7 +69,8 @@ def test_async_steps_and_value_norm_statistics_keep_their_places_in_the_flat_vec
 def test_cosines_and_loss_terms_of_a_step_are_reported_per_worker():
     s = grid_server()
     g = np.ones(s.n_params, np.float32)
-    h = np.where(np.arange(s.n_params) % 2 == 0, 1.0, -1.0).astype(np.float32)    # orthogonal to g (even count)
+    assert s.n_params % 2 == 0
+    h = np.where(np.arange(s.n_params) % 2 == 0, 1.0, -1.0).astype(np.float32)    # orthogonal to g
     out = s.apply([GradResult("low", 3, 0, 10, g, {"pg_loss": 1.0}),
                    GradResult("low", 5, 0, 30, 3 * g, {"pg_loss": 3.0}),
                    GradResult("low", 7, 0, 0, None, {})])           # a worker with no rows takes no part
