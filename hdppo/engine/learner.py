@@ -143,7 +143,8 @@ def _params(p: Params) -> Iterable[torch.Tensor]:
 
 
 def flat_params(module: Params) -> np.ndarray:
-    return torch.nn.utils.parameters_to_vector(_params(module)).detach().cpu().numpy().astype(np.float32)
+    """The parameters as one float32 vector (a fresh array)."""
+    return torch.nn.utils.parameters_to_vector(_params(module)).detach().cpu().numpy().astype(np.float32, copy=False)
 
 
 def load_flat_params(module: Params, flat: np.ndarray) -> None:
@@ -154,7 +155,7 @@ def load_flat_params(module: Params, flat: np.ndarray) -> None:
 def flat_grad(module: Params) -> np.ndarray:
     """The parameters' gradients as one float32 vector (zeros where a parameter has none)."""
     parts = [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in _params(module)]
-    return torch.cat(parts).detach().cpu().numpy()
+    return torch.cat(parts).detach().cpu().numpy().astype(np.float32, copy=False)
 
 
 def action_histogram(actions: np.ndarray, space: gym.Space) -> np.ndarray | None:

@@ -24,6 +24,7 @@ from hdppo.engine.config import LayerConfig
 from hdppo.engine.learner import (
     Batch,
     build_policy,
+    flat_params,
     minibatch_loss,
     minibatches,
     policy_meta,
@@ -122,7 +123,7 @@ class ParameterServer:
 
     def params(self) -> np.ndarray:
         """The flat parameters to publish; DivergenceError if any is NaN or infinite."""
-        flat = torch.cat([p.detach().reshape(-1) for p in self._params]).cpu().numpy()
+        flat = flat_params(self._params)
         if not np.isfinite(flat).all():
             raise self.diverged(self.stats.updates, f"the step made {int((~np.isfinite(flat)).sum())} of its "
                                 f"{flat.size} parameters non-finite")

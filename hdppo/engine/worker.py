@@ -49,7 +49,7 @@ class _LayerRuntime:
                  fixed: Callable[[Decision], np.ndarray] | None, seed: int) -> None:
         self.info, self.lc, self.trained, self.fixed = info, lc, trained, fixed
         self.policy = build_policy(info, lc, seed) if trained else None
-        self.params = list(self.policy.parameters()) if self.policy is not None else []   # walked every round
+        self.param_list = list(self.policy.parameters()) if self.policy is not None else []   # walked every round
         self.buffer = RolloutBuffer(n_envs, info.n_slots)
         self.norm = RewardNormalizer(n_envs, info.n_slots, lc.reward_norm)
         self.version = -1
@@ -172,7 +172,7 @@ class Worker:
             got = self.params.read(rt.info.name, rt.version)
             if got is not None:
                 rt.version, rt.ent_coef, flat = got
-                load_flat_params(rt.params, flat)
+                load_flat_params(rt.param_list, flat)
 
     def collect(self) -> CollectResult:
         """Step the envs until at least one trained layer's rollout is due; prepare those batches.
@@ -252,11 +252,11 @@ class Worker:
         idx = rt.perms[epoch][mb]
         if len(idx) == 0:
             return GradResult(layer, self.id, rt.version, 0, None, {})
-        for p in rt.params:
+        for p in rt.param_list:
             p.grad = None
         terms = minibatch_loss(rt.net, b.take(idx), rt.lc, rt.ent_coef)
         terms.loss.backward()
-        grad = flat_grad(rt.params)
+        grad = flat_grad(rt.param_list)
         return GradResult(layer, self.id, rt.version, len(idx), grad, terms.scalars(), time.perf_counter() - t0,
                           b.stats["raw_reward_mean"])
 
