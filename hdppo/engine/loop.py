@@ -14,6 +14,7 @@ from hdppo.engine.callbacks import Event, StopTraining
 from hdppo.engine.messages import CollectResult
 from hdppo.engine.metrics import CpuMeter, MetricsSink, Progress
 from hdppo.engine.modes import Call, make_mode
+from hdppo.engine.peers import PeerBlocks
 from hdppo.engine.run_state import RunState, Stage
 from hdppo.engine.server import ParameterServer
 from hdppo.errors import HdppoError
@@ -52,6 +53,7 @@ class StageLoop:
         self.last_commit = time.monotonic()
         self.timings: dict[str, float] = dict.fromkeys(TIMING_KEYS, 0.0)   # sync mode: where the seconds went
         self.latest: dict[str, dict[int, CollectResult]] = {n: {} for n in self.order}   # async: per layer and worker
+        self.peers: PeerBlocks | None = getattr(backend, "peers", None)     # process backend: peer rounds
         self.modes = {n: make_mode(self, n, self.tc.layers[n]) for n in self.order}
         for name in servers:
             self.publish(name)

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hdppo.engine.messages import CollectResult, GradResult
+from hdppo.engine.peers import PeerBlocks, PeerResult
 from hdppo.engine.ppo import EpochLoop
+from hdppo.engine.server import DivergenceError
 from hdppo.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -40,6 +42,7 @@ class Driver(Protocol):
     pools: dict[str, list[int]]
     timings: dict[str, float]
     latest: dict[str, dict[int, CollectResult]]      # async: each layer's latest batch per worker
+    peers: PeerBlocks | None                         # the backend's peer rounds, where it has them
 
     def timed_call(self, key: str, workers: list[int], method: str, *args: Any) -> list: ...
     def publish(self, name: str) -> None: ...
@@ -88,6 +91,9 @@ class GradientsMode(Mode):
         self.loops: dict[int, EpochLoop] = {}              # async: each worker's epochs on its batch
 
     def update(self) -> list[dict]:
+        peers = self.driver.peers
+        if peers is not None and self.pool == list(range(peers.n_workers)):
+            return self.peer_update(peers)
         d, rows, epochs = self.driver, [], self.epochs()
         for epoch, mb in epochs:
             grads: list[GradResult] = d.timed_call("gradient_rounds", self.pool, "gradient", self.name, epoch, mb)
@@ -102,6 +108,26 @@ class GradientsMode(Mode):
         for row in rows:
             row["epochs"] = float(epochs.epochs_run)
         return rows
+
+    def peer_update(self, peers: PeerBlocks) -> list[dict]:
+        """The same update in peer rounds (hdppo/engine/peers.py): the server's state handed to the
+        pool, one `peer_update` call, the first worker's replica taken back and published once."""
+        d, s = self.driver, self.server
+        peers.hand_out(self.name, s)
+        lr = s.optimizer.param_groups[0]["lr"]
+        results: list[PeerResult] = d.timed_call("gradient_rounds", self.pool, "peer_update", self.name, self.pool,
+                                                 lr, s.ent_coef)
+        first = results[0]
+        if first.error is not None:
+            raise DivergenceError(*first.error)
+        peers.take_back(self.name, s, first)
+        d.timings["gradient_compute"] += max(r.compute_seconds for r in results)
+        d.timings["apply"] += first.apply_seconds
+        if first.rows:
+            d.publish(self.name)
+        for row in first.rows:
+            row["epochs"] = float(first.epochs_run)
+        return first.rows
 
     def calls(self, worker: int) -> Iterator[Call]:
         """One gradient call per (epoch, minibatch) until the worker's own KLs stop its epochs; then

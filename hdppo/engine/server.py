@@ -25,6 +25,7 @@ from hdppo.engine.learner import (
     Batch,
     build_policy,
     flat_params,
+    load_flat_params,
     minibatch_loss,
     minibatches,
     policy_meta,
@@ -108,6 +109,44 @@ class ParameterServer:
     @property
     def n_params(self) -> int:
         return sum(p.numel() for p in self._params)
+
+    @property
+    def n_trainable(self) -> int:
+        """Entries of Adam's flat state (`adam_state`): the trainable parameters' sizes summed."""
+        return sum(p.numel() for p in self._trainable)
+
+    # ---- handing the state to peer rounds (hdppo/engine/peers.py) ---------------------------
+    def adam_state(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """Adam's first and second moments as flat float32 vectors over the trainable parameters (in
+        their order), and its step count; zeros and 0 before the first step."""
+        state = self.optimizer.state
+        if not state:
+            zeros = np.zeros(self.n_trainable, np.float32)
+            return zeros, zeros.copy(), 0.0
+        m = torch.cat([state[p]["exp_avg"].reshape(-1) for p in self._trainable])
+        v = torch.cat([state[p]["exp_avg_sq"].reshape(-1) for p in self._trainable])
+        return m.cpu().numpy(), v.cpu().numpy(), float(state[self._trainable[0]]["step"])
+
+    def adopt(self, params: np.ndarray, exp_avg: np.ndarray, exp_avg_sq: np.ndarray, step: float,
+              version: int, updates: int, staleness: dict[int, int]) -> None:
+        """Take over a state stepped elsewhere (a peer round's replica): flat parameters (all of them,
+        in `params()` order), Adam's moments and step (`adam_state`'s form), the version it reached,
+        and the steps and gradient staleness it counted on the way."""
+        load_flat_params(self._params, params)
+        self.optimizer.state.clear()
+        if step > 0:                   # before the first step Adam has no state (it makes it then)
+            i = 0
+            for p in self._trainable:
+                k = p.numel()
+                self.optimizer.state[p] = {
+                    "step": torch.tensor(step, dtype=torch.float32, device=p.device),
+                    "exp_avg": torch.as_tensor(exp_avg[i:i + k], device=p.device).view_as(p).clone(),
+                    "exp_avg_sq": torch.as_tensor(exp_avg_sq[i:i + k], device=p.device).view_as(p).clone()}
+                i += k
+        self.version = int(version)
+        self.stats.updates += int(updates)
+        for s, count in staleness.items():
+            self.stats.staleness[int(s)] = self.stats.staleness.get(int(s), 0) + int(count)
 
     # ---- schedules ---------------------------------------------------------------------------
     def set_progress(self, progress: float) -> None:

@@ -422,12 +422,14 @@ class Trainer:
     def call_timeouts(self, stage: Stage) -> dict[str, float]:
         """Deadline per worker call: worker_timeout, scaled up for a collect asking more env steps
         than WORK_UNIT (copies x the shortest rollout); `start` (building a worker's envs) scaled up
-        likewise for more than WORK_UNIT's 16 copies."""
+        likewise for more than WORK_UNIT's 16 copies; a peer update (a whole update's rounds) by the
+        most rounds a trained layer's update has."""
         rollout = min(self.tc.layers[n].rollout_steps(self.infos[self.names.index(n)].interval) for n in stage.trained)
         work = self.tc.envs_per_worker * rollout
         base = float(self.tc.worker_timeout)
+        rounds = max(self.tc.layers[n].epochs * self.tc.layers[n].minibatches for n in stage.trained)
         return {"collect": base * max(1.0, work / WORK_UNIT), "gradient": base, "experience": base, "pull": base,
-                "start": base * max(1.0, self.tc.envs_per_worker / 16)}
+                "peer_update": base * rounds, "start": base * max(1.0, self.tc.envs_per_worker / 16)}
 
 
 def _jsonable(cfg: Any) -> Any:

@@ -30,7 +30,9 @@ from hdppo.engine.learner import (
 from hdppo.engine.messages import CollectResult, Decision, GradResult, LayerInfo, StepResult, WorkerSpec
 from hdppo.engine.normalize import RewardNormalizer
 from hdppo.engine.params import ParamStore
+from hdppo.engine.peers import PeerBlocks, PeerResult, run_peer_update
 from hdppo.engine.torch_stream import TorchStream
+from hdppo.errors import HdppoError
 from hdppo.team.controllers import scripted_policy, uniform_policy
 from hdppo.team.hierarchy import HierarchyEnv
 from hdppo.team.scenario import load_scenario
@@ -92,6 +94,9 @@ class Worker:
             self.layers.append(_LayerRuntime(info, lc, self.tc.envs_per_worker, trained, fixed, seed))
         self.by_name = {rt.info.name: rt for rt in self.layers}
         self._step: Any = None          # an env step whose decisions are made, paused before the env steps
+        self.peers: PeerBlocks | None = None        # peer rounds (process backend): shared memory, barrier,
+        self.peer_barrier: Any = None               # and this worker's replicas of the servers
+        self.replicas: dict[str, Any] = {}
 
     # ---- setup -----------------------------------------------------------------------------
     def _fixed_policy(self, info: LayerInfo, lspec: Any, lc: LayerConfig, seed: int):
@@ -259,6 +264,14 @@ class Worker:
         grad = flat_grad(rt.param_list)
         return GradResult(layer, self.id, rt.version, len(idx), grad, terms.scalars(), time.perf_counter() - t0,
                           b.stats["raw_reward_mean"])
+
+    def peer_update(self, layer: str, pool: list[int], lr: float, ent_coef: float) -> PeerResult:
+        """One sync gradients update stepped by the pool's workers among themselves
+        (hdppo/engine/peers.py): the process backend's alternative to a `gradient` call per round."""
+        if self.peers is None or self.peer_barrier is None:
+            raise HdppoError(f"worker {self.id} got a peer_update without the process backend's peer blocks",
+                             "this is a bug in the backend that made the call; HDPPO_PEER_ROUNDS=0 avoids it")
+        return run_peer_update(self, layer, pool, lr, ent_coef)
 
     def experience(self, layer: str) -> tuple[int, Batch | None]:
         """This worker's batch of a layer and the parameter version that collected it; no batch

@@ -35,7 +35,8 @@ def all_finite(run: Path) -> dict[str, bool]:
     return out
 
 
-@pytest.mark.parametrize("mode", [[], ["mode=experience"], ["sync=async"]], ids=["gradients", "experience", "async"])
+@pytest.mark.parametrize("mode", [[], ["mode=experience"], ["sync=async"], ["--backend", "process", "--workers", "2"]],
+                         ids=["gradients", "experience", "async", "gradients-peer-rounds"])
 def test_a_diverging_run_stops_naming_the_layer_and_update(mode, tmp_path, capsys):
     run = tmp_path / "run"
     rc, out, err = cli(capsys, "train", "grid", "--layer", "all", *TINY, *mode, "--steps", "3000", "lr=1e30",

@@ -1,5 +1,7 @@
 """Process backend: one OS process per worker; parameters and gradients in shared memory, calls
-and small results through pipes. Every process runs torch with one thread.
+and small results through pipes. Every process runs torch with one thread. A sync gradients layer
+trained by every worker learns in peer rounds (hdppo/engine/peers.py): one call per update, the
+workers exchanging gradients in shared memory and stepping identical replicas of the server.
 
 A worker starts in two steps, each with its own deadline: importing torch and hdppo (hdppo's own
 work, `IMPORT_TIMEOUT_S`), then building its envs and policies (the scenario's work: the `start`
@@ -19,6 +21,7 @@ from typing import Any, cast
 from hdppo.engine.backends import Backend, WorkerError, apply_counters, describe_failure, worker_failed
 from hdppo.engine.messages import GradResult, WorkerSpec
 from hdppo.engine.params import SharedGrads, SharedParams
+from hdppo.engine.peers import PeerBlocks, peer_rounds_enabled
 from hdppo.errors import HdppoError
 
 IMPORT_TIMEOUT_S = 300.0      # a new process must have imported torch and hdppo within this
@@ -39,7 +42,8 @@ def _die_with(driver: int) -> None:
 
 
 def _worker_main(conn: Connection, spec: WorkerSpec, param_names: dict, grad_names: dict,
-                 counters: dict[str, int] | None = None, driver: int = 0) -> None:
+                 counters: dict[str, int] | None = None, driver: int = 0, peer_names: dict | None = None,
+                 barrier: Any = None) -> None:
     # Ctrl-C and SIGTERM/SIGHUP sent to the whole process group are the driver's to handle (it
     # commits, then closes the pool); a worker ends when the driver closes its pipe, or dies with it.
     for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
@@ -48,13 +52,13 @@ def _worker_main(conn: Connection, spec: WorkerSpec, param_names: dict, grad_nam
     if driver:
         _die_with(driver)
     try:
-        _serve(conn, spec, param_names, grad_names, counters)
+        _serve(conn, spec, param_names, grad_names, counters, peer_names, barrier)
     except GONE:                                   # the driver is gone: nobody to answer, nothing to say
         os._exit(0)
 
 
 def _serve(conn: Connection, spec: WorkerSpec, param_names: dict, grad_names: dict,
-           counters: dict[str, int] | None) -> None:
+           counters: dict[str, int] | None, peer_names: dict | None = None, barrier: Any = None) -> None:
     import torch
     torch.set_num_threads(1)
     from hdppo.engine.worker import Worker
@@ -67,6 +71,8 @@ def _serve(conn: Connection, spec: WorkerSpec, param_names: dict, grad_names: di
         conn.send(_error(exc))
         return
     apply_counters(worker, counters)
+    peers = PeerBlocks(names=peer_names) if peer_names is not None else None
+    worker.peers, worker.peer_barrier = peers, barrier
     conn.send(("ready", None))
     while True:
         msg = conn.recv()
@@ -85,6 +91,8 @@ def _serve(conn: Connection, spec: WorkerSpec, param_names: dict, grad_names: di
     worker.close()
     params.close()
     grads.close()
+    if peers is not None:
+        peers.close()
 
 
 def _error(exc: BaseException) -> tuple:
@@ -102,6 +110,10 @@ class ProcessBackend(Backend):
         self.params: SharedParams = SharedParams(sizes=layer_sizes)
         self.grads = SharedGrads(self.n_workers, layer_sizes)
         ctx = mp.get_context("spawn")
+        # peer rounds (hdppo/engine/peers.py): sync gradients updates of a layer whose pool is every worker
+        self.peers: PeerBlocks | None = PeerBlocks(self.n_workers, layer_sizes) if peer_rounds_enabled() else None
+        barrier = ctx.Barrier(self.n_workers) if self.peers is not None else None
+        peer_names = self.peers.names() if self.peers is not None else None
         self._conns: list[Connection] = []
         self._procs = []
         self._busy = {}
@@ -110,7 +122,7 @@ class ProcessBackend(Backend):
                 parent, child = ctx.Pipe()
                 c = counters[w] if counters else {}
                 p = ctx.Process(target=_worker_main, args=(child, spec, self.params.names(), self.grads.names(), c,
-                                                           os.getpid()),
+                                                           os.getpid(), peer_names, barrier),
                                 name=f"hdppo-worker-{spec.worker_id}", daemon=True)
                 p.start()
                 child.close()
@@ -247,3 +259,7 @@ class ProcessBackend(Backend):
         self._conns, self._procs = [], []
         self.params.close()
         self.grads.close()
+        peers = getattr(self, "peers", None)       # absent when __init__ failed before making them
+        if peers is not None:
+            peers.close()
+            self.peers = None
