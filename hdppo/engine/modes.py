@@ -93,7 +93,9 @@ class GradientsMode(Mode):
     def update(self) -> list[dict]:
         peers = self.driver.peers
         if peers is not None and self.pool == list(range(peers.n_workers)):
-            return self.peer_update(peers)
+            adam = self.server.adam_state()
+            if adam is not None:
+                return self.peer_update(peers, adam)
         d, rows, epochs = self.driver, [], self.epochs()
         for epoch, mb in epochs:
             grads: list[GradResult] = d.timed_call("gradient_rounds", self.pool, "gradient", self.name, epoch, mb)
@@ -109,11 +111,12 @@ class GradientsMode(Mode):
             row["epochs"] = float(epochs.epochs_run)
         return rows
 
-    def peer_update(self, peers: PeerBlocks) -> list[dict]:
-        """The same update in peer rounds (hdppo/engine/peers.py): the server's state handed to the
-        pool, one `peer_update` call, the first worker's replica taken back and published once."""
+    def peer_update(self, peers: PeerBlocks, adam: tuple) -> list[dict]:
+        """The same update in peer rounds (hdppo/engine/peers.py): the server's state (`adam`, its
+        `adam_state()`) handed to the pool, one `peer_update` call, the first worker's replica
+        taken back and published once."""
         d, s = self.driver, self.server
-        peers.hand_out(self.name, s)
+        peers.hand_out(self.name, s, adam)
         lr = s.optimizer.param_groups[0]["lr"]
         results: list[PeerResult] = d.timed_call("gradient_rounds", self.pool, "peer_update", self.name, self.pool,
                                                  lr, s.ent_coef)
@@ -122,7 +125,8 @@ class GradientsMode(Mode):
             raise DivergenceError(*first.error)
         peers.take_back(self.name, s, first)
         d.timings["gradient_compute"] += max(r.compute_seconds for r in results)
-        d.timings["apply"] += first.apply_seconds
+        d.timings["gradient_rounds"] -= first.apply_seconds       # the replicas' steps count as the apply,
+        d.timings["apply"] += first.apply_seconds                 # as the server's do in its rounds
         if first.rows:
             d.publish(self.name)
         for row in first.rows:

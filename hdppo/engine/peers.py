@@ -102,10 +102,11 @@ class PeerBlocks:
         return header, meta, grads, state, keys
 
     # ---- the driver's side ---------------------------------------------------------------------
-    def hand_out(self, layer: str, server: ParameterServer) -> None:
-        """Put the server's Adam state and version where the workers' replicas read it."""
+    def hand_out(self, layer: str, server: ParameterServer, adam: tuple[np.ndarray, np.ndarray, float]) -> None:
+        """Put the server's Adam state (`ParameterServer.adam_state`) and version where the workers'
+        replicas read it."""
         header, _, _, state, _ = self._views(layer)
-        m, v, step = server.adam_state()
+        m, v, step = adam
         state[1, :m.size], state[2, :v.size] = m, v
         header[0], header[1] = step, server.version
 
@@ -128,7 +129,9 @@ class PeerBlocks:
     def hand_back(self, layer: str, replica: ParameterServer, params: np.ndarray) -> None:
         """The first worker of the pool: put the replica's end state where `take_back` reads it."""
         header, _, _, state, _ = self._views(layer)
-        m, v, step = replica.adam_state()
+        adam = replica.adam_state()
+        assert adam is not None, "a replica steps every trainable parameter every round"
+        m, v, step = adam
         state[0], state[1, :m.size], state[2, :v.size] = params, m, v
         header[0], header[1] = step, replica.version
 

@@ -116,13 +116,18 @@ class ParameterServer:
         return sum(p.numel() for p in self._trainable)
 
     # ---- handing the state to peer rounds (hdppo/engine/peers.py) ---------------------------
-    def adam_state(self) -> tuple[np.ndarray, np.ndarray, float]:
+    def adam_state(self) -> tuple[np.ndarray, np.ndarray, float] | None:
         """Adam's first and second moments as flat float32 vectors over the trainable parameters (in
-        their order), and its step count; zeros and 0 before the first step."""
+        their order), and its step count; zeros and 0 before the first step. None where the
+        parameters are not all at one step (only experience mode, whose backward can leave a
+        parameter without a gradient, makes that): one step count cannot carry it."""
         state = self.optimizer.state
         if not state:
             zeros = np.zeros(self.n_trainable, np.float32)
             return zeros, zeros.copy(), 0.0
+        steps = {float(state[p]["step"]) if p in state else None for p in self._trainable}
+        if len(steps) != 1 or None in steps:
+            return None
         m = torch.cat([state[p]["exp_avg"].reshape(-1) for p in self._trainable])
         v = torch.cat([state[p]["exp_avg_sq"].reshape(-1) for p in self._trainable])
         return m.cpu().numpy(), v.cpu().numpy(), float(state[self._trainable[0]]["step"])
