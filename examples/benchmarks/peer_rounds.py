@@ -41,7 +41,7 @@ def steady_ms_per_update(run: Path, layer: str) -> float:
 
 def train(scenario: str, steps: int, out: Path, peer: bool) -> tuple[float, dict[str, dict]]:
     os.environ[ENV_SWITCH] = "1" if peer else "0"
-    spec = RunSpec.from_overrides(scenario, {"steps": str(steps), "seed": "0", "progress": "false",
+    spec = RunSpec.from_overrides(scenario, {"steps": str(steps), "seed": "0", "progress": "off",
                                              "backend": "process"}, layers="all", out=out)
     trainer = Trainer(spec)
     trainer.run()
