@@ -20,6 +20,7 @@ import os
 import shutil
 import statistics
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -62,6 +63,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=65536, help="env steps per run (default 65536: 32 updates)")
     ap.add_argument("--repeats", type=int, default=3, help="pairs of runs per scenario (default 3)")
     args = ap.parse_args()
+    warnings.filterwarnings("ignore", message="layer .* gets")      # short runs' budget advice: not about speed
     tmp = Path(tempfile.mkdtemp(prefix="peer-rounds-"))
     try:
         for scenario in args.scenarios.split(","):
