@@ -151,3 +151,17 @@ def test_adam_state_is_none_when_parameters_are_at_different_steps():
     a.optimizer.step()                        # `first` has no gradient: no state, step 0
     assert first not in a.optimizer.state
     assert a.adam_state() is None
+
+
+def test_without_shared_memory_for_peer_rounds_the_run_warns_and_uses_the_server_s_rounds(tmp_path, monkeypatch):
+    """A container's small /dev/shm must not stop a run that worked before peer rounds existed."""
+    from hdppo.engine.backends import process
+
+    def no_room(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(process, "PeerBlocks", no_room)
+    with pytest.warns(UserWarning, match="peer rounds are off: no shared memory"):
+        run = train(tmp_path / "run", ["low"], steps=256, workers=2, envs_per_worker=2, rollout=16, epochs=1,
+                    minibatches=1, seed=0, progress="off", backend="process")
+    assert load_checkpoint(run.out / "checkpoints" / "low")[1]["updates"] > 0

@@ -111,7 +111,7 @@ class ProcessBackend(Backend):
         self.grads = SharedGrads(self.n_workers, layer_sizes)
         ctx = mp.get_context("spawn")
         # peer rounds (hdppo/engine/peers.py): sync gradients updates of a layer whose pool is every worker
-        self.peers: PeerBlocks | None = PeerBlocks(self.n_workers, layer_sizes) if peer_rounds_enabled() else None
+        self.peers: PeerBlocks | None = self._peer_blocks(layer_sizes) if peer_rounds_enabled() else None
         barrier = ctx.Barrier(self.n_workers) if self.peers is not None else None
         peer_names = self.peers.names() if self.peers is not None else None
         self._conns: list[Connection] = []
@@ -132,6 +132,18 @@ class ProcessBackend(Backend):
         except BaseException:
             self.close()
             raise
+
+    def _peer_blocks(self, layer_sizes: dict[str, int]) -> PeerBlocks | None:
+        """Peer rounds' shared memory, or None (the server's rounds, with a warning) where the machine
+        cannot give it, e.g. a container's small /dev/shm."""
+        try:
+            return PeerBlocks(self.n_workers, layer_sizes)
+        except OSError as exc:
+            import warnings
+            warnings.warn(f"peer rounds are off: no shared memory for them ({exc}); every minibatch goes through "
+                          "the driver's server (slower, same results). A larger /dev/shm (docker run --shm-size=1g) "
+                          "brings them back", stacklevel=3)
+            return None
 
     def _start(self, limit: float) -> None:
         """Wait for every worker to import (IMPORT_TIMEOUT_S), then to build its envs (`limit`)."""
