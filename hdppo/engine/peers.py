@@ -70,9 +70,13 @@ class PeerBlocks:
         self._n: dict[str, int] = {}
         self.n_workers = n_workers
         if names is None:
-            for layer, n in (sizes or {}).items():
-                self._blocks[layer] = shared_memory.SharedMemory(create=True, size=self._size(n_workers, n))
-                self._n[layer] = n
+            try:
+                for layer, n in (sizes or {}).items():
+                    self._blocks[layer] = shared_memory.SharedMemory(create=True, size=self._size(n_workers, n))
+                    self._n[layer] = n
+            except OSError:
+                self.close()            # free the blocks made before the one that failed
+                raise
         else:
             for layer, (name, n, workers) in names.items():
                 self._blocks[layer] = shared_memory.SharedMemory(name=name)
