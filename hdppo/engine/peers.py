@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hdppo.engine.messages import GradResult
+from hdppo.engine.params import _attach, _release
 
 if TYPE_CHECKING:
     from hdppo.engine.server import ParameterServer
@@ -79,7 +80,7 @@ class PeerBlocks:
                 raise
         else:
             for layer, (name, n, workers) in names.items():
-                self._blocks[layer] = shared_memory.SharedMemory(name=name)
+                self._blocks[layer] = _attach(name)
                 self._n[layer], self.n_workers = n, workers
 
     @staticmethod
@@ -174,11 +175,7 @@ class PeerBlocks:
         return out
 
     def close(self) -> None:
-        for shm in self._blocks.values():
-            shm.close()
-            if self._owner:
-                shm.unlink()
-        self._blocks.clear()
+        _release(self._blocks, self._owner)
 
 
 def run_peer_update(worker: Any, layer: str, pool: list[int], lr: float, ent_coef: float) -> PeerResult:
